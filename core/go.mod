@@ -1,0 +1,3 @@
+module github.com/distlock/distlock/core
+
+go 1.24

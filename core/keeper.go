@@ -1,0 +1,288 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// KeeperConfig configures a Keeper.
+type KeeperConfig struct {
+	// TTL is how long the backend keeps a lease it was last told about. Zero
+	// means leases never expire on their own (a file lock, say): the Keeper
+	// then only runs Renew as a periodic check and never closes a trust
+	// window.
+	TTL time.Duration
+	// Interval is the renewal cadence. Default TTL/3.
+	Interval time.Duration
+	// Margin is subtracted from the TTL to allow for clock drift and the
+	// latency of the renewal itself: a lease is trusted until the start of
+	// its last successful renewal (or of the acquire) + TTL − Margin.
+	// Default TTL/10.
+	Margin time.Duration
+	// Renew renews a batch of leases in as few round trips as the backend
+	// allows and returns one error per lease, in order: nil when renewed, an
+	// error matching ErrLockLost when the backend says the lease is gone or
+	// taken (the handle is lost at once), any other error when the outcome is
+	// unknown (the Keeper retries until the trust window closes). ctx ends
+	// when the earliest trust window of the batch closes.
+	Renew func(ctx context.Context, batch []*Lease) []error
+}
+
+// Keeper renews the leases of many handles from one goroutine, batching the
+// renewals that fall due together so that a thousand held locks cost a few
+// round trips per interval, not a thousand. It cancels a handle's context with
+// ErrLockLost when a renewal says the lease is gone or when the trust window
+// closes without a successful renewal.
+//
+// The goroutine runs only while leases are kept; Close stops it for good.
+type Keeper struct {
+	cfg KeeperConfig
+
+	mu      sync.Mutex
+	leases  map[*Lease]struct{}
+	running bool
+	closed  bool
+	kick    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// Lease is one handle's entry in a Keeper.
+type Lease struct {
+	// Handle is the handle the lease belongs to.
+	Handle *BaseHandle
+	// Data is the backend's own state for the lease (key, owner value, ...).
+	Data any
+
+	next     time.Time // when to renew next
+	deadline time.Time // end of the trust window (zero when TTL is 0)
+	lastErr  error
+}
+
+// NewKeeper validates cfg and returns a Keeper.
+func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
+	switch {
+	case cfg.Renew == nil:
+		return nil, Invalid("keeper: Renew is nil")
+	case cfg.TTL < 0:
+		return nil, Invalid("keeper: negative TTL %v", cfg.TTL)
+	case cfg.TTL == 0 && cfg.Interval <= 0:
+		return nil, Invalid("keeper: an Interval is needed when TTL is 0")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = cfg.TTL / 3
+	}
+	if cfg.Margin == 0 {
+		cfg.Margin = cfg.TTL / 10
+	}
+	switch {
+	case cfg.Interval < 0 || (cfg.TTL > 0 && cfg.Interval >= cfg.TTL-cfg.Margin):
+		return nil, Invalid("keeper: interval %v must be positive and shorter than TTL − margin (%v)", cfg.Interval, cfg.TTL-cfg.Margin)
+	case cfg.Margin < 0 || (cfg.TTL > 0 && cfg.Margin >= cfg.TTL):
+		return nil, Invalid("keeper: margin %v must be in [0, TTL)", cfg.Margin)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Keeper{
+		cfg:    cfg,
+		leases: make(map[*Lease]struct{}),
+		kick:   make(chan struct{}, 1),
+		ctx:    ctx,
+		cancel: cancel,
+	}, nil
+}
+
+// TTL returns the configured lease TTL.
+func (k *Keeper) TTL() time.Duration { return k.cfg.TTL }
+
+// Keep starts renewing h's lease. start is when the acquire that granted it
+// began: the first trust window ends at start + TTL − Margin. Releasing h
+// stops the renewal. After Close, Keep marks h lost at once.
+func (k *Keeper) Keep(h *BaseHandle, start time.Time, data any) *Lease {
+	l := &Lease{Handle: h, Data: data, next: start.Add(k.cfg.Interval)}
+	if k.cfg.TTL > 0 {
+		l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
+	}
+	k.mu.Lock()
+	if k.closed {
+		k.mu.Unlock()
+		h.Lose(errors.New("keeper closed"))
+		return l
+	}
+	k.leases[l] = struct{}{}
+	if !k.running {
+		k.running = true
+		k.wg.Add(1)
+		go k.run()
+	}
+	k.mu.Unlock()
+	if !h.setStopLease(func() { k.drop(l) }) {
+		k.drop(l) // released already
+	}
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+	return l
+}
+
+// Len returns the number of leases being kept.
+func (k *Keeper) Len() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.leases)
+}
+
+// Close stops renewing, marks every kept handle lost and waits for the
+// renewal goroutine to exit.
+func (k *Keeper) Close() {
+	k.mu.Lock()
+	k.closed = true
+	lost := k.takeAll()
+	k.mu.Unlock()
+	k.cancel()
+	k.wg.Wait()
+	for _, l := range lost {
+		l.Handle.Lose(errors.New("keeper closed"))
+	}
+}
+
+func (k *Keeper) takeAll() []*Lease {
+	all := make([]*Lease, 0, len(k.leases))
+	for l := range k.leases {
+		all = append(all, l)
+	}
+	clear(k.leases)
+	return all
+}
+
+func (k *Keeper) drop(l *Lease) {
+	k.mu.Lock()
+	delete(k.leases, l)
+	k.mu.Unlock()
+}
+
+func (k *Keeper) has(l *Lease) bool {
+	_, ok := k.leases[l]
+	return ok
+}
+
+func (k *Keeper) run() {
+	defer k.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		k.mu.Lock()
+		if len(k.leases) == 0 || k.closed {
+			k.running = false
+			k.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		var wake time.Time
+		var batch, expired []*Lease
+		var batchDeadline time.Time
+		// Renew everything due within half an interval: renewing early is
+		// harmless, and it gathers leases acquired at different moments
+		// into the same round trip.
+		horizon := now.Add(k.cfg.Interval / 2)
+		for l := range k.leases {
+			if !l.deadline.IsZero() && !now.Before(l.deadline) {
+				expired = append(expired, l)
+				delete(k.leases, l)
+				continue
+			}
+			if !l.next.After(horizon) {
+				batch = append(batch, l)
+				if !l.deadline.IsZero() && (batchDeadline.IsZero() || l.deadline.Before(batchDeadline)) {
+					batchDeadline = l.deadline
+				}
+				continue
+			}
+			if wake.IsZero() || l.next.Before(wake) {
+				wake = l.next
+			}
+			if !l.deadline.IsZero() && l.deadline.Before(wake) {
+				wake = l.deadline
+			}
+		}
+		k.mu.Unlock()
+
+		for _, l := range expired {
+			l.Handle.Lose(trustClosed(l.lastErr))
+		}
+		if len(batch) > 0 {
+			k.renew(now, batch, batchDeadline)
+			continue
+		}
+		if len(expired) > 0 {
+			continue
+		}
+		timer.Reset(time.Until(wake))
+		select {
+		case <-timer.C:
+		case <-k.kick:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-k.ctx.Done():
+		}
+	}
+}
+
+func trustClosed(last error) error {
+	if last == nil {
+		return errors.New("trust window closed before the lease was renewed")
+	}
+	return fmt.Errorf("trust window closed before the lease was renewed: %w", last)
+}
+
+func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if deadline.IsZero() {
+		ctx, cancel = context.WithTimeout(k.ctx, k.cfg.Interval)
+	} else {
+		ctx, cancel = context.WithDeadline(k.ctx, deadline)
+	}
+	errs := k.cfg.Renew(ctx, batch)
+	cancel()
+
+	retry := max(k.cfg.Interval/4, 10*time.Millisecond)
+	now := time.Now()
+	var lost []*Lease
+	k.mu.Lock()
+	for i, l := range batch {
+		if !k.has(l) {
+			continue // released while renewing
+		}
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		} else {
+			err = errors.New("keeper: Renew returned too few results")
+		}
+		switch {
+		case err == nil:
+			l.lastErr = nil
+			l.next = start.Add(k.cfg.Interval)
+			if k.cfg.TTL > 0 {
+				l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
+			}
+		case errors.Is(err, ErrLockLost):
+			delete(k.leases, l)
+			l.lastErr = err
+			lost = append(lost, l)
+		default:
+			l.lastErr = err
+			l.next = now.Add(retry)
+		}
+	}
+	k.mu.Unlock()
+	for _, l := range lost {
+		l.Handle.Lose(l.lastErr)
+	}
+}

@@ -1,0 +1,73 @@
+package core
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+	"unicode/utf8"
+)
+
+// ValidateName reports whether name can name a lock on every backend: it must
+// be non-empty valid UTF-8. The error matches ErrInvalidName.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return ErrInvalidName
+	case !utf8.ValidString(name):
+		return wrapName(name, "not valid UTF-8")
+	}
+	return nil
+}
+
+func wrapName(name, why string) error {
+	if len(name) > 40 {
+		name = name[:40] + "…"
+	}
+	return &nameError{name: name, why: why}
+}
+
+type nameError struct{ name, why string }
+
+func (e *nameError) Error() string {
+	return ErrInvalidName.Error() + " " + quote(e.name) + ": " + e.why
+}
+func (e *nameError) Unwrap() error { return ErrInvalidName }
+
+func quote(s string) string { return "\"" + strings.ToValidUTF8(s, "\uFFFD") + "\"" }
+
+// SafeNameMaxLen is the longest string SafeName returns.
+const SafeNameMaxLen = safePrefixMax + 1 + safeHashLen
+
+const (
+	safePrefixMax = 32
+	safeHashLen   = 26 // 130 bits of SHA-256
+)
+
+var lowerBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// SafeName encodes any name into at most SafeNameMaxLen characters drawn from
+// [A-Za-z0-9_-], safe as a file name on every common file system and as a key
+// on every backend. It is a readable prefix of the name (other characters
+// replaced by '_') followed by '-' and a lowercase Base32 SHA-256 hash of the
+// exact name. Because the hash is always present and lowercase, distinct
+// names map to distinct strings even on case-insensitive file systems, and no
+// output can contain a path separator or be "." or "..".
+func SafeName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	var b strings.Builder
+	b.Grow(SafeNameMaxLen)
+	for _, r := range name {
+		if b.Len() == safePrefixMax {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	b.WriteByte('-')
+	b.WriteString(lowerBase32.EncodeToString(sum[:])[:safeHashLen])
+	return b.String()
+}

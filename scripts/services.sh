@@ -1,0 +1,486 @@
+#!/usr/bin/env bash
+# Throwaway backend servers for distlock's tests (DESIGN.md section 6).
+#
+#   scripts/services.sh start <statedir>   start 5x redis, 1x PostgreSQL, 1x NATS (JetStream)
+#   scripts/services.sh stop  <statedir>   stop everything recorded in <statedir>
+#   scripts/services.sh ensure             only install missing server binaries
+#
+# `start` writes <statedir>/env with export lines for the tests:
+#   DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL, DISTLOCK_REQUIRE_SERVERS.
+# Every server listens on 127.0.0.1 on a random free port and keeps all of its
+# state in <statedir>, so several runs can coexist and nothing touches the
+# machine's own (system) servers.
+set -euo pipefail
+
+REDIS_COUNT=5
+START_TIMEOUT=${DISTLOCK_SERVICES_TIMEOUT:-30} # seconds to wait for each server
+PORT_MIN=20000
+PORT_MAX=45000
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
+
+usage() {
+	echo "usage: $0 start|stop <statedir>   |   $0 ensure" >&2
+	exit 2
+}
+
+# ---------------------------------------------------------------- binaries --
+
+# Debian keeps nats-server in /usr/sbin and PostgreSQL in a versioned libdir,
+# neither of which is necessarily in a non-root PATH.
+find_bin() {
+	local name=$1 dir
+	if command -v "$name" >/dev/null 2>&1; then
+		command -v "$name"
+		return 0
+	fi
+	for dir in /usr/sbin /usr/local/sbin /sbin; do
+		if [[ -x $dir/$name ]]; then
+			echo "$dir/$name"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Directory holding initdb/pg_ctl/postgres: PATH first, else the newest
+# /usr/lib/postgresql/<ver>/bin.
+find_pg_bindir() {
+	local p dir
+	if p=$(command -v initdb 2>/dev/null) && [[ -x $(dirname "$p")/pg_ctl ]]; then
+		dirname "$p"
+		return 0
+	fi
+	for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rn); do
+		if [[ -x $dir/initdb && -x $dir/pg_ctl ]]; then
+			echo "$dir"
+			return 0
+		fi
+	done
+	return 1
+}
+
+missing_packages() {
+	local pkgs=()
+	find_bin redis-server >/dev/null || pkgs+=(redis-server)
+	find_bin redis-cli >/dev/null || pkgs+=(redis-tools)
+	find_bin nats-server >/dev/null || pkgs+=(nats-server)
+	find_pg_bindir >/dev/null || pkgs+=(postgresql)
+	# `go test -race` needs cgo, hence a C compiler.
+	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
+	echo "${pkgs[*]}"
+}
+
+# Installs missing server binaries with apt when we can (root on Debian),
+# otherwise says exactly what to run.
+ensure() {
+	local pkgs
+	pkgs=$(missing_packages)
+	[[ -z $pkgs ]] && return 0
+
+	if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		log "missing server binaries; install them with:"
+		log "  sudo sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server nats-server postgresql gcc libc6-dev'"
+		die "missing packages: $pkgs"
+	fi
+
+	log "installing: $pkgs"
+	# The Debian packages start system-wide services from their postinst.
+	# We never use them (we run our own servers on random ports), so forbid
+	# service starts for the duration of the install via policy-rc.d, which
+	# invoke-rc.d and deb-systemd-invoke both honour. Only remove the file if
+	# we created it.
+	local policy=/usr/sbin/policy-rc.d created_policy=0
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		created_policy=1
+	fi
+	local rc=0
+	{
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update &&
+			apt-get install -y --no-install-recommends redis-server redis-tools nats-server postgresql gcc libc6-dev
+	} >&2 || rc=$?
+	((created_policy)) && rm -f "$policy"
+	((rc == 0)) || die "apt-get install failed (exit $rc)"
+
+	# Belt and braces: if a system service got started anyway, stop it; it
+	# would only hold memory (we never use the default ports).
+	local svc
+	for svc in redis-server nats-server postgresql; do
+		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
+			systemctl stop "$svc" >/dev/null 2>&1 || true
+			systemctl disable "$svc" >/dev/null 2>&1 || true
+		elif [[ -x /etc/init.d/$svc ]]; then
+			/etc/init.d/"$svc" stop >/dev/null 2>&1 || true
+		fi
+	done
+
+	pkgs=$(missing_packages)
+	[[ -z $pkgs ]] || die "still missing after install: $pkgs"
+}
+
+# ------------------------------------------------------------------- ports --
+
+# Ports handed out by this run, so two servers never get the same one even
+# before the first has bound it.
+USED_PORTS=" "
+
+port_in_use() {
+	# A successful connect means something listens there. ss covers sockets
+	# that would refuse/ignore a connect (e.g. backlog full).
+	if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+		return 0
+	fi
+	if command -v ss >/dev/null 2>&1 && ss -Htln "sport = :$1" 2>/dev/null | grep -q .; then
+		return 0
+	fi
+	return 1
+}
+
+# Sets FREE_PORT to a random unused port (no stdout: we must not lose
+# USED_PORTS to a subshell). Binding can still race with another process;
+# callers retry with a new port if the server fails to start.
+pick_port() {
+	local i p
+	for ((i = 0; i < 200; i++)); do
+		p=$((PORT_MIN + (RANDOM * 32768 + RANDOM) % (PORT_MAX - PORT_MIN)))
+		[[ $USED_PORTS == *" $p "* ]] && continue
+		port_in_use "$p" && continue
+		USED_PORTS+="$p "
+		FREE_PORT=$p
+		return 0
+	done
+	die "no free port found in $PORT_MIN-$PORT_MAX"
+}
+
+# ------------------------------------------------------------------ helpers --
+
+# Polls "$@" until it succeeds or START_TIMEOUT passes.
+wait_for() {
+	local deadline=$((SECONDS + START_TIMEOUT))
+	while ! "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+log_tail() {
+	local f=$1
+	echo "----- last lines of $f -----" >&2
+	tail -n 30 "$f" >&2 2>/dev/null || echo "(no log)" >&2
+	echo "-----" >&2
+}
+
+pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+
+# Does process $1 look like program $2? Guards against killing an unrelated
+# process that reused a recorded pid.
+pid_is() {
+	local pid=$1 name=$2 comm
+	pid_alive "$pid" || return 1
+	comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 0 # no /proc: trust the pid
+	[[ $comm == *"$name"* ]]
+}
+
+# SIGTERM, wait up to 5s, then SIGKILL.
+kill_pid() {
+	local pid=$1 i
+	pid_alive "$pid" || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((i = 0; i < 50; i++)); do
+		pid_alive "$pid" || return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# PostgreSQL refuses to run as root, so as root we run it as a system user:
+# `postgres` if the package created it, else our own `distlock-pg`.
+pg_user() {
+	if [[ $(id -u) -ne 0 ]]; then
+		id -un
+	elif id postgres >/dev/null 2>&1; then
+		echo postgres
+	else
+		if ! id distlock-pg >/dev/null 2>&1; then
+			useradd --system --no-create-home --home-dir /nonexistent \
+				--shell /usr/sbin/nologin distlock-pg >&2 ||
+				die "could not create user distlock-pg"
+		fi
+		echo distlock-pg
+	fi
+}
+
+# Runs a command as the PostgreSQL user (directly when that is us).
+as_pg() {
+	local user=$1
+	shift
+	if [[ $(id -un) == "$user" ]]; then
+		"$@"
+	else
+		runuser -u "$user" -- "$@"
+	fi
+}
+
+# ------------------------------------------------------------------- redis --
+
+start_redis() {
+	local state=$1 i=$2 port attempt dir
+	dir=$state/redis$i
+	mkdir -p "$dir"
+	for attempt in 1 2 3 4 5; do
+		pick_port
+		port=$FREE_PORT
+		rm -f "$dir/redis.pid"
+		# No persistence at all: tests must not leave data behind on disk, and
+		# RDB/AOF fsyncs only slow things down.
+		redis-server --port "$port" --bind 127.0.0.1 \
+			--save "" --appendonly no \
+			--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
+			--dir "$dir" </dev/null >>"$dir/redis.log" 2>&1 || true
+		if wait_for redis_ours "$dir/redis.pid" "$port"; then
+			echo "$port" >"$dir/port"
+			REDIS_ADDRS+=${REDIS_ADDRS:+,}127.0.0.1:$port
+			return 0
+		fi
+		# Most likely lost a race for the port; kill any leftover and retry.
+		[[ -s $dir/redis.pid ]] && kill_pid "$(cat "$dir/redis.pid")"
+		log "redis $i did not start on port $port (attempt $attempt)"
+		log_tail "$dir/redis.log"
+	done
+	die "redis $i failed to start"
+}
+
+# Ready when our process (the pidfile's) answers PING on the port.
+redis_ours() {
+	local pidfile=$1 port=$2 pid
+	[[ -s $pidfile ]] || return 1
+	pid=$(cat "$pidfile")
+	pid_alive "$pid" || return 1
+	[[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] || return 1
+	redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$pid"
+}
+
+# -------------------------------------------------------------- postgresql --
+
+start_pg() {
+	local state=$1 bindir user dir data sock port attempt
+	bindir=$(find_pg_bindir) || die "PostgreSQL initdb/pg_ctl not found"
+	user=$(pg_user)
+	dir=$state/pg
+	data=$dir/data
+	mkdir -p "$dir"
+	echo "$user" >"$dir/user"
+	echo "$bindir" >"$dir/bindir"
+
+	# Unix socket paths are limited to ~107 bytes; fall back to /tmp for a
+	# long statedir (recorded so stop can clean it up).
+	sock=$dir/sock
+	if ((${#sock} > 80)); then
+		sock=$(mktemp -d /tmp/distlock-pgsock.XXXXXX)
+		echo "$sock" >"$dir/tmpsock"
+	fi
+	mkdir -p "$sock"
+
+	if [[ $(id -u) -eq 0 ]]; then
+		# The pg user must be able to reach its directories through the
+		# statedir (mktemp -d makes it 0700 root).
+		chmod 755 "$state"
+		chown -R "$user" "$dir" "$sock"
+	fi
+
+	# --no-sync / fsync=off: a throwaway cluster needs no durability.
+	if ! as_pg "$user" "$bindir/initdb" -D "$data" --auth=trust -U distlock \
+		-E UTF8 --locale=C --no-sync >"$dir/initdb.log" 2>&1; then
+		log_tail "$dir/initdb.log"
+		die "initdb failed"
+	fi
+	cat >>"$data/postgresql.conf" <<EOF
+
+# distlock test cluster (scripts/services.sh)
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$sock'
+max_connections = 500
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+
+	for attempt in 1 2 3 4 5; do
+		pick_port
+		port=$FREE_PORT
+		# -w: pg_ctl itself waits until the server accepts connections.
+		if as_pg "$user" "$bindir/pg_ctl" -D "$data" -l "$dir/postgres.log" \
+			-o "-p $port" -w -t "$START_TIMEOUT" start >>"$dir/pg_ctl.log" 2>&1 &&
+			wait_for pg_ready "$bindir" "$port"; then
+			echo "$port" >"$dir/port"
+			break
+		fi
+		log "postgres did not start on port $port (attempt $attempt)"
+		log_tail "$dir/postgres.log"
+		as_pg "$user" "$bindir/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true
+		((attempt < 5)) || die "postgres failed to start"
+	done
+
+	if ! "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U distlock -d postgres \
+		-v ON_ERROR_STOP=1 -c 'CREATE DATABASE distlock' >>"$dir/pg_ctl.log" 2>&1; then
+		log_tail "$dir/pg_ctl.log"
+		die "could not create database distlock"
+	fi
+	PG_URL="postgres://distlock@127.0.0.1:$port/distlock?sslmode=disable"
+}
+
+pg_ready() {
+	local bindir=$1 port=$2 isready=$1/pg_isready
+	[[ -x $isready ]] || isready=pg_isready
+	"$isready" -q -h 127.0.0.1 -p "$port" -U distlock -d postgres
+}
+
+stop_pg() {
+	local dir=$1/pg user bindir
+	[[ -d $dir/data ]] || return 0
+	user=$(cat "$dir/user" 2>/dev/null || id -un)
+	bindir=$(cat "$dir/bindir" 2>/dev/null || find_pg_bindir || true)
+	if [[ -f $dir/data/postmaster.pid && -n $bindir ]]; then
+		# immediate: no checkpoint, the cluster is thrown away anyway.
+		as_pg "$user" "$bindir/pg_ctl" -D "$dir/data" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
+	fi
+	# If pg_ctl could not do it, kill the postmaster by its recorded pid.
+	if [[ -f $dir/data/postmaster.pid ]]; then
+		local pid
+		pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
+		pid_is "$pid" postgres && kill_pid "$pid"
+	fi
+	if [[ -f $dir/tmpsock ]]; then
+		rm -rf "$(cat "$dir/tmpsock")"
+		rm -f "$dir/tmpsock"
+	fi
+}
+
+# -------------------------------------------------------------------- nats --
+
+start_nats() {
+	local state=$1 dir port attempt pid nats
+	nats=$(find_bin nats-server) || die "nats-server not found"
+	dir=$state/nats
+	mkdir -p "$dir"
+	for attempt in 1 2 3 4 5; do
+		pick_port
+		port=$FREE_PORT
+		rm -f "$dir/nats.pid"
+		# nats-server cannot daemonize: run it in its own session with all
+		# fds redirected, so it neither dies with our terminal nor keeps a
+		# caller's pipe (e.g. `make test | tee`) open. No -m: monitoring off.
+		setsid "$nats" -js -a 127.0.0.1 -p "$port" -sd "$dir" \
+			-l "$dir/nats.log" -P "$dir/nats.pid" </dev/null >>"$dir/nats.out" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/pid"
+		if wait_for nats_ready "$pid" "$port"; then
+			echo "$port" >"$dir/port"
+			NATS_URL="nats://127.0.0.1:$port"
+			return 0
+		fi
+		kill_pid "$pid"
+		log "nats did not start on port $port (attempt $attempt)"
+		log_tail "$dir/nats.out"
+		log_tail "$dir/nats.log"
+	done
+	die "nats-server failed to start"
+}
+
+# Ready when our process runs and the server's INFO greeting on the port says
+# JetStream is enabled.
+nats_ready() {
+	local pid=$1 port=$2 line=""
+	pid_alive "$pid" || return 1
+	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
+	read -r -t 2 line <&3 || true
+	exec 3>&-
+	[[ $line == INFO* && $line == *'"jetstream":true'* ]]
+}
+
+# ------------------------------------------------------------------ start --
+
+cmd_start() {
+	local state=$1
+	mkdir -p "$state"
+	state=$(cd "$state" && pwd)
+	if [[ -f $state/env ]]; then
+		die "$state/env exists: services already started? run: $0 stop $state"
+	fi
+	ensure
+
+	# If anything below fails, do not leave half a set of servers running.
+	trap 'log "start failed, stopping what was started"; cmd_stop "$state" || true' ERR
+	set -E
+
+	REDIS_ADDRS=""
+	local i
+	for ((i = 1; i <= REDIS_COUNT; i++)); do
+		start_redis "$state" "$i"
+	done
+	start_pg "$state"
+	start_nats "$state"
+
+	trap - ERR
+	cat >"$state/env.tmp" <<EOF
+export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
+export DISTLOCK_PG_URL='$PG_URL'
+export DISTLOCK_NATS_URL=$NATS_URL
+export DISTLOCK_REQUIRE_SERVERS=1
+EOF
+	mv "$state/env.tmp" "$state/env"
+	log "started (env: $state/env)"
+}
+
+# die() exits from within functions; make sure a failed start still cleans up.
+cmd_start_guarded() {
+	local state=$1 rc=0
+	(cmd_start "$state") || rc=$?
+	if ((rc != 0)); then
+		cmd_stop "$state" >/dev/null 2>&1 || true
+		exit "$rc"
+	fi
+}
+
+# ------------------------------------------------------------------- stop --
+
+cmd_stop() {
+	local state=$1 f pid
+	[[ -d $state ]] || return 0
+	stop_pg "$state"
+	if [[ -f $state/nats/pid ]]; then
+		pid=$(cat "$state/nats/pid")
+		pid_is "$pid" nats && kill_pid "$pid"
+		rm -f "$state/nats/pid"
+	fi
+	for f in "$state"/redis*/redis.pid; do
+		[[ -f $f ]] || continue
+		pid=$(cat "$f")
+		pid_is "$pid" redis && kill_pid "$pid"
+		rm -f "$f"
+	done
+	rm -f "$state/env"
+	return 0
+}
+
+# -------------------------------------------------------------------- main --
+
+[[ $# -ge 1 ]] || usage
+case $1 in
+start)
+	[[ $# -eq 2 ]] || usage
+	cmd_start_guarded "$2"
+	;;
+stop)
+	[[ $# -eq 2 ]] || usage
+	cmd_stop "$2"
+	;;
+ensure)
+	ensure
+	;;
+*) usage ;;
+esac
