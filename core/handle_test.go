@@ -1,0 +1,52 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/distlock/distlock/core"
+)
+
+func TestHandleRelease(t *testing.T) {
+	calls := 0
+	h := core.NewHandle(7, func(context.Context) error { calls++; return errors.New("boom") })
+	if h.FencingToken() != 7 {
+		t.Fatalf("token = %d", h.FencingToken())
+	}
+	if err := h.Context().Err(); err != nil {
+		t.Fatalf("fresh context done: %v", err)
+	}
+	if err := h.Release(context.Background()); err == nil || err.Error() != "boom" {
+		t.Fatalf("first Release = %v, want the backend's error", err)
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatalf("second Release = %v, want nil", err)
+	}
+	if calls != 1 {
+		t.Fatalf("backend release called %d times", calls)
+	}
+	if cause := context.Cause(h.Context()); !errors.Is(cause, core.ErrReleased) {
+		t.Fatalf("cause = %v", cause)
+	}
+	h.Lose(errors.New("late"))
+	if cause := context.Cause(h.Context()); errors.Is(cause, core.ErrLockLost) {
+		t.Fatal("Lose after Release changed the cause")
+	}
+}
+
+func TestHandleLose(t *testing.T) {
+	h := core.NewHandle(1, func(context.Context) error { return nil })
+	why := errors.New("key taken")
+	h.Lose(why)
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, why) {
+		t.Fatalf("cause = %v, want ErrLockLost wrapping the reason", cause)
+	}
+	if err := h.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if cause := context.Cause(h.Context()); !errors.Is(cause, core.ErrLockLost) {
+		t.Fatalf("Release after Lose changed the cause to %v", cause)
+	}
+}

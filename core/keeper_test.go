@@ -1,0 +1,184 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+)
+
+func newKeeper(t *testing.T, cfg core.KeeperConfig) *core.Keeper {
+	t.Helper()
+	k, err := core.NewKeeper(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+func noopRelease(context.Context) error { return nil }
+
+func TestKeeperConfigErrors(t *testing.T) {
+	renew := func(context.Context, []*core.Lease) []error { return nil }
+	for _, cfg := range []core.KeeperConfig{
+		{TTL: time.Second},
+		{TTL: -time.Second, Renew: renew},
+		{TTL: time.Second, Interval: time.Second, Renew: renew},
+		{TTL: time.Second, Margin: 2 * time.Second, Renew: renew},
+		{Renew: renew},
+	} {
+		if _, err := core.NewKeeper(cfg); !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("NewKeeper(%+v) = %v, want ErrInvalidArgument", cfg, err)
+		}
+	}
+}
+
+func TestKeeperBatchesRenewals(t *testing.T) {
+	var mu sync.Mutex
+	var batches []int
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      300 * time.Millisecond,
+		Interval: 50 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			mu.Lock()
+			batches = append(batches, len(b))
+			mu.Unlock()
+			return make([]error, len(b))
+		},
+	})
+	var hs []*core.BaseHandle
+	start := time.Now()
+	for i := range 100 {
+		h := core.NewHandle(uint64(i+1), noopRelease)
+		k.Keep(h, start, i)
+		hs = append(hs, h)
+	}
+	time.Sleep(400 * time.Millisecond) // more than the TTL: only renewals keep them
+	for _, h := range hs {
+		if h.Context().Err() != nil {
+			t.Fatalf("handle lost although every renewal succeeded: %v", context.Cause(h.Context()))
+		}
+	}
+	mu.Lock()
+	n := len(batches)
+	full := batches[0]
+	mu.Unlock()
+	if full != 100 {
+		t.Fatalf("first batch renewed %d leases, want all 100 together", full)
+	}
+	if n < 3 {
+		t.Fatalf("%d renewal rounds in 400ms at a 50ms interval", n)
+	}
+	for _, h := range hs {
+		_ = h.Release(context.Background())
+	}
+	if k.Len() != 0 {
+		t.Fatalf("Len = %d after releasing everything", k.Len())
+	}
+}
+
+func TestKeeperLostVerdict(t *testing.T) {
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      time.Minute,
+		Interval: 10 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			errs := make([]error, len(b))
+			for i := range errs {
+				errs[i] = core.ErrLockLost
+			}
+			return errs
+		},
+	})
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, time.Now(), nil)
+	<-h.Context().Done()
+	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		t.Fatalf("cause = %v", context.Cause(h.Context()))
+	}
+}
+
+func TestKeeperTrustWindow(t *testing.T) {
+	outage := errors.New("connection refused")
+	var calls atomic.Int32
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      200 * time.Millisecond,
+		Interval: 40 * time.Millisecond,
+		Margin:   20 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			calls.Add(1)
+			errs := make([]error, len(b))
+			for i := range errs {
+				errs[i] = outage
+			}
+			return errs
+		},
+	})
+	start := time.Now()
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, start, nil)
+	<-h.Context().Done()
+	took := time.Since(start)
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, outage) {
+		t.Fatalf("cause = %v, want ErrLockLost wrapping the renewal error", cause)
+	}
+	// Lost no earlier than the trust window allows (start + TTL − margin).
+	if took < 180*time.Millisecond {
+		t.Fatalf("lost after %v, before the trust window closed", took)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("only %d renewal attempts before giving up", calls.Load())
+	}
+}
+
+func TestKeeperReleaseStopsRenewal(t *testing.T) {
+	var calls atomic.Int32
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      time.Minute,
+		Interval: 10 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			calls.Add(1)
+			return make([]error, len(b))
+		},
+	})
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, time.Now(), nil)
+	_ = h.Release(context.Background())
+	if k.Len() != 0 {
+		t.Fatal("lease still kept after Release")
+	}
+	n := calls.Load()
+	time.Sleep(50 * time.Millisecond)
+	if calls.Load() != n {
+		t.Fatal("renewals went on after Release")
+	}
+	if !errors.Is(context.Cause(h.Context()), core.ErrReleased) {
+		t.Fatalf("cause = %v", context.Cause(h.Context()))
+	}
+}
+
+func TestKeeperClose(t *testing.T) {
+	k, err := core.NewKeeper(core.KeeperConfig{
+		TTL:   time.Minute,
+		Renew: func(_ context.Context, b []*core.Lease) []error { return make([]error, len(b)) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, time.Now(), nil)
+	k.Close()
+	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		t.Fatalf("cause after Close = %v", context.Cause(h.Context()))
+	}
+	h2 := core.NewHandle(2, noopRelease)
+	k.Keep(h2, time.Now(), nil)
+	if h2.Context().Err() == nil {
+		t.Fatal("Keep after Close did not mark the handle lost")
+	}
+}
