@@ -1,0 +1,2 @@
+// Package election is work in progress.
+package election

@@ -1,0 +1,2 @@
+// Package polllease is work in progress.
+package polllease
