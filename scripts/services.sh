@@ -14,8 +14,15 @@ set -euo pipefail
 
 REDIS_COUNT=5
 START_TIMEOUT=${DISTLOCK_SERVICES_TIMEOUT:-30} # seconds to wait for each server
+# Ports come from 20000 up to the kernel's ephemeral range (usually from
+# 32768), which outgoing connections use: a port there can be taken by a
+# client socket between our check and the server's bind.
 PORT_MIN=20000
 PORT_MAX=45000
+if read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null &&
+	((eph_lo > PORT_MIN + 2000 && eph_lo <= PORT_MAX)); then
+	PORT_MAX=$((eph_lo - 1))
+fi
 
 log() { printf 'services: %s\n' "$*" >&2; }
 die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -48,17 +55,26 @@ find_bin() {
 # /usr/lib/postgresql/<ver>/bin.
 find_pg_bindir() {
 	local p dir
-	if p=$(command -v initdb 2>/dev/null) && [[ -x $(dirname "$p")/pg_ctl ]]; then
+	# Resolve symlinks (e.g. /usr/local/bin/initdb -> /usr/lib/postgresql/15/bin)
+	# so psql/pg_isready are found next to initdb.
+	if p=$(command -v initdb 2>/dev/null) && p=$(readlink -f "$p") &&
+		[[ -x $(dirname "$p")/pg_ctl ]]; then
 		dirname "$p"
 		return 0
 	fi
-	for dir in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rn); do
-		if [[ -x $dir/initdb && -x $dir/pg_ctl ]]; then
-			echo "$dir"
-			return 0
+	local best="" bestver=-1 ver
+	for dir in /usr/lib/postgresql/*/bin; do
+		[[ -x $dir/initdb && -x $dir/pg_ctl ]] || continue
+		ver=${dir#/usr/lib/postgresql/}
+		ver=${ver%%/*}
+		ver=${ver%%.*} # 9.6 -> 9
+		[[ $ver =~ ^[0-9]+$ ]] || ver=0
+		if ((ver > bestver)); then
+			best=$dir
+			bestver=$ver
 		fi
 	done
-	return 1
+	[[ -n $best ]] && echo "$best"
 }
 
 missing_packages() {
@@ -81,11 +97,13 @@ ensure() {
 
 	if [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
 		log "missing server binaries; install them with:"
-		log "  sudo sh -c 'DEBIAN_FRONTEND=noninteractive apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server nats-server postgresql gcc libc6-dev'"
+		log "  sudo sh -c 'apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $pkgs'"
+		log "(Debian/Ubuntu package names; PostgreSQL's initdb/pg_ctl may also be in PATH or /usr/lib/postgresql/*/bin)"
 		die "missing packages: $pkgs"
 	fi
 
-	log "installing: $pkgs"
+	# Only what is missing: re-installing present packages would upgrade them.
+	log "installing with apt-get: $pkgs"
 	# The Debian packages start system-wide services from their postinst.
 	# We never use them (we run our own servers on random ports), so forbid
 	# service starts for the duration of the install via policy-rc.d, which
@@ -98,10 +116,11 @@ ensure() {
 		created_policy=1
 	fi
 	local rc=0
+	local -a pkglist
+	read -r -a pkglist <<<"$pkgs"
 	{
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update &&
-			apt-get install -y --no-install-recommends redis-server redis-tools nats-server postgresql gcc libc6-dev
+		apt-get update && apt-get install -y --no-install-recommends "${pkglist[@]}"
 	} >&2 || rc=$?
 	((created_policy)) && rm -f "$policy"
 	((rc == 0)) || die "apt-get install failed (exit $rc)"
@@ -129,12 +148,13 @@ ensure() {
 USED_PORTS=" "
 
 port_in_use() {
-	# A successful connect means something listens there. ss covers sockets
-	# that would refuse/ignore a connect (e.g. backlog full).
-	if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
-		return 0
+	# ss sees any TCP socket on that local port, listening or connected
+	# (either makes a bind fail); without ss, a successful connect means
+	# something listens there.
+	if command -v ss >/dev/null 2>&1; then
+		ss -Htan "sport = :$1" 2>/dev/null | grep -q . && return 0
 	fi
-	if command -v ss >/dev/null 2>&1 && ss -Htln "sport = :$1" 2>/dev/null | grep -q .; then
+	if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
 		return 0
 	fi
 	return 1
@@ -146,7 +166,7 @@ port_in_use() {
 pick_port() {
 	local i p
 	for ((i = 0; i < 200; i++)); do
-		p=$((PORT_MIN + (RANDOM * 32768 + RANDOM) % (PORT_MAX - PORT_MIN)))
+		p=$((PORT_MIN + (RANDOM * 32768 + RANDOM) % (PORT_MAX - PORT_MIN + 1)))
 		[[ $USED_PORTS == *" $p "* ]] && continue
 		port_in_use "$p" && continue
 		USED_PORTS+="$p "
@@ -158,10 +178,15 @@ pick_port() {
 
 # ------------------------------------------------------------------ helpers --
 
-# Polls "$@" until it succeeds or START_TIMEOUT passes.
+# Polls "$@" until it succeeds (0), says the server died (2), or
+# START_TIMEOUT passes.
 wait_for() {
-	local deadline=$((SECONDS + START_TIMEOUT))
-	while ! "$@" >/dev/null 2>&1; do
+	local deadline=$((SECONDS + START_TIMEOUT)) rc
+	while :; do
+		rc=0
+		"$@" >/dev/null 2>&1 || rc=$?
+		((rc == 0)) && return 0
+		((rc == 2)) && return 1
 		((SECONDS < deadline)) || return 1
 		sleep 0.1
 	done
@@ -174,7 +199,15 @@ log_tail() {
 	echo "-----" >&2
 }
 
-pid_alive() { [[ -n ${1:-} ]] && kill -0 "$1" 2>/dev/null; }
+# A zombie counts as dead: it has exited and only waits for its parent (after
+# we exit, init, which may reap lazily) to collect it.
+pid_alive() {
+	local pid=${1:-} stat
+	[[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+	stat=$(cat "/proc/$pid/stat" 2>/dev/null) || return 0 # no /proc: trust kill -0
+	stat=${stat##*) } # field 3 (state) follows "(comm) "
+	[[ ${stat:0:1} != Z ]]
+}
 
 # Does process $1 look like program $2? Guards against killing an unrelated
 # process that reused a recorded pid.
@@ -228,40 +261,46 @@ as_pg() {
 # ------------------------------------------------------------------- redis --
 
 start_redis() {
-	local state=$1 i=$2 port attempt dir
+	local state=$1 i=$2 port attempt dir pid redis
+	redis=$(find_bin redis-server) || die "redis-server not found"
 	dir=$state/redis$i
 	mkdir -p "$dir"
 	for attempt in 1 2 3 4 5; do
 		pick_port
 		port=$FREE_PORT
-		rm -f "$dir/redis.pid"
+		# Not --daemonize: we want the pid at once, to notice a failed start
+		# (e.g. port taken) without waiting for the timeout. Own session and
+		# all fds redirected, so it neither dies with our terminal nor keeps a
+		# caller's pipe (e.g. `make test | tee`) open.
 		# No persistence at all: tests must not leave data behind on disk, and
 		# RDB/AOF fsyncs only slow things down.
-		redis-server --port "$port" --bind 127.0.0.1 \
-			--save "" --appendonly no \
-			--daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log" \
-			--dir "$dir" </dev/null >>"$dir/redis.log" 2>&1 || true
-		if wait_for redis_ours "$dir/redis.pid" "$port"; then
+		setsid "$redis" --port "$port" --bind 127.0.0.1 \
+			--save "" --appendonly no --daemonize no \
+			--logfile "$dir/redis.log" --dir "$dir" \
+			</dev/null >>"$dir/redis.out" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/pid"
+		if wait_for redis_ready "$pid" "$port"; then
 			echo "$port" >"$dir/port"
 			REDIS_ADDRS+=${REDIS_ADDRS:+,}127.0.0.1:$port
 			return 0
 		fi
-		# Most likely lost a race for the port; kill any leftover and retry.
-		[[ -s $dir/redis.pid ]] && kill_pid "$(cat "$dir/redis.pid")"
+		kill_pid "$pid"
 		log "redis $i did not start on port $port (attempt $attempt)"
+		log_tail "$dir/redis.out"
 		log_tail "$dir/redis.log"
 	done
 	die "redis $i failed to start"
 }
 
-# Ready when our process (the pidfile's) answers PING on the port.
-redis_ours() {
-	local pidfile=$1 port=$2 pid
-	[[ -s $pidfile ]] || return 1
-	pid=$(cat "$pidfile")
-	pid_alive "$pid" || return 1
-	[[ $(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] || return 1
-	redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$pid"
+# Ready when our process answers PING on the port; 2 when it already died.
+redis_ready() {
+	local pid=$1 port=$2
+	pid_alive "$pid" || return 2
+	# timeout: whatever else might hold the port must not hang us.
+	[[ $(timeout 2 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null) == PONG ]] || return 1
+	# ...and it must be our server answering, not another one on that port.
+	timeout 2 redis-cli -h 127.0.0.1 -p "$port" info server 2>/dev/null | tr -d '\r' | grep -qx "process_id:$pid"
 }
 
 # -------------------------------------------------------------- postgresql --
@@ -290,6 +329,8 @@ start_pg() {
 		# statedir (mktemp -d makes it 0700 root).
 		chmod 755 "$state"
 		chown -R "$user" "$dir" "$sock"
+		as_pg "$user" test -w "$dir" ||
+			die "user $user cannot write $dir: a parent directory of the statedir is not world-searchable (chmod o+x it, or use a statedir under /tmp)"
 	fi
 
 	# --no-sync / fsync=off: a throwaway cluster needs no durability.
@@ -325,12 +366,15 @@ EOF
 		((attempt < 5)) || die "postgres failed to start"
 	done
 
-	if ! "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U distlock -d postgres \
+	local psql=$bindir/psql
+	[[ -x $psql ]] || psql=psql
+	if ! "$psql" -X -q -h 127.0.0.1 -p "$port" -U distlock -d postgres \
 		-v ON_ERROR_STOP=1 -c 'CREATE DATABASE distlock' >>"$dir/pg_ctl.log" 2>&1; then
 		log_tail "$dir/pg_ctl.log"
 		die "could not create database distlock"
 	fi
 	PG_URL="postgres://distlock@127.0.0.1:$port/distlock?sslmode=disable"
+	PG_BINDIR=$bindir
 }
 
 pg_ready() {
@@ -392,13 +436,15 @@ start_nats() {
 }
 
 # Ready when our process runs and the server's INFO greeting on the port says
-# JetStream is enabled.
+# JetStream is enabled; 2 when the process already died.
 nats_ready() {
-	local pid=$1 port=$2 line=""
-	pid_alive "$pid" || return 1
-	exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
-	read -r -t 2 line <&3 || true
-	exec 3>&-
+	local pid=$1 port=$2 line
+	pid_alive "$pid" || return 2
+	# Subshell: a failed connect must not take the script down.
+	line=$(
+		exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+		read -r -t 2 l <&3 && echo "$l"
+	) || return 1
 	[[ $line == INFO* && $line == *'"jetstream":true'* ]]
 }
 
@@ -406,16 +452,7 @@ nats_ready() {
 
 cmd_start() {
 	local state=$1
-	mkdir -p "$state"
-	state=$(cd "$state" && pwd)
-	if [[ -f $state/env ]]; then
-		die "$state/env exists: services already started? run: $0 stop $state"
-	fi
 	ensure
-
-	# If anything below fails, do not leave half a set of servers running.
-	trap 'log "start failed, stopping what was started"; cmd_stop "$state" || true' ERR
-	set -E
 
 	REDIS_ADDRS=""
 	local i
@@ -425,25 +462,52 @@ cmd_start() {
 	start_pg "$state"
 	start_nats "$state"
 
-	trap - ERR
 	cat >"$state/env.tmp" <<EOF
 export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
 export DISTLOCK_PG_URL='$PG_URL'
 export DISTLOCK_NATS_URL=$NATS_URL
 export DISTLOCK_REQUIRE_SERVERS=1
+export DISTLOCK_PG_BINDIR=$PG_BINDIR
 EOF
 	mv "$state/env.tmp" "$state/env"
 	log "started (env: $state/env)"
 }
 
-# die() exits from within functions; make sure a failed start still cleans up.
+# die() exits from deep inside the start functions; running them in a
+# subshell lets us stop whatever was already started, so a failed start never
+# leaves half a set of servers running.
 cmd_start_guarded() {
 	local state=$1 rc=0
+	mkdir -p "$state"
+	state=$(cd "$state" && pwd)
+	if [[ -f $state/env ]]; then
+		if all_running "$state"; then
+			log "already running (env: $state/env)"
+			return 0
+		fi
+		# Left over from a run that died (or a reboot): start afresh.
+		log "stale services in $state: restarting"
+		cmd_stop "$state"
+	fi
+	rm -rf "$state"/redis[0-9]* "$state/pg" "$state/nats"
 	(cmd_start "$state") || rc=$?
 	if ((rc != 0)); then
-		cmd_stop "$state" >/dev/null 2>&1 || true
+		log "start failed; stopping what was started"
+		cmd_stop "$state" || true
 		exit "$rc"
 	fi
+}
+
+# Are all servers recorded in the statedir still running?
+all_running() {
+	local state=$1 f n=0
+	for f in "$state"/redis*/pid "$state/nats/pid"; do
+		[[ -f $f ]] && pid_alive "$(cat "$f")" || return 1
+		n=$((n + 1))
+	done
+	((n == REDIS_COUNT + 1)) || return 1
+	f=$state/pg/data/postmaster.pid
+	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")"
 }
 
 # ------------------------------------------------------------------- stop --
@@ -457,7 +521,7 @@ cmd_stop() {
 		pid_is "$pid" nats && kill_pid "$pid"
 		rm -f "$state/nats/pid"
 	fi
-	for f in "$state"/redis*/redis.pid; do
+	for f in "$state"/redis*/pid; do
 		[[ -f $f ]] || continue
 		pid=$(cat "$f")
 		pid_is "$pid" redis && kill_pid "$pid"
