@@ -73,9 +73,10 @@ func testAbandon(t *testing.T, s *suite) {
 		{"semaphore", "kill"},
 	} {
 		t.Run(c.kind+"_"+c.mode, func(t *testing.T) {
-			check := lockerOf(s.p1, c.kind, "x")
+			check := lockerOf(s.p1, c.kind, s.name("probe"))
 			if h, err := check.TryAcquire(bg()); errors.Is(err, core.ErrUnsupported) {
-				t.Skipf("%s is not supported by this backend", c.kind)
+				t.Logf("%s is not supported by this backend: nothing to check", c.kind)
+				return
 			} else if err == nil {
 				_ = h.Release(bg())
 			}
@@ -162,8 +163,8 @@ func testLost(t *testing.T, s *suite) {
 	}
 	for _, a := range adapters {
 		t.Run(a.name, func(t *testing.T) {
-			if !s.supported(a) {
-				t.Skipf("%s is not supported by this backend", a.name)
+			if !s.supported(t, a) {
+				return
 			}
 			name := s.name("lost-" + a.name)
 			h := mustTry(t, a.make(s.p1, name))
