@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -52,6 +53,24 @@ func RequireEnv(t testing.TB, key string) string {
 		return v
 	}
 	msg := key + " is not set: run `make test` from the repository root, which starts the servers and sets it"
+	if os.Getenv("CI") == "true" || os.Getenv("DISTLOCK_REQUIRE_SERVERS") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// RequireBinary returns the path of the executable name (a server the test
+// launches itself, for fault tests). When it is not installed the test is
+// skipped, or fails under CI=true or DISTLOCK_REQUIRE_SERVERS=1, as with
+// RequireEnv.
+func RequireBinary(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err == nil {
+		return path
+	}
+	msg := name + " is not installed: run `make test` from the repository root, which installs it"
 	if os.Getenv("CI") == "true" || os.Getenv("DISTLOCK_REQUIRE_SERVERS") == "1" {
 		t.Fatal(msg)
 	}
