@@ -1,0 +1,121 @@
+// Package filelock is the distlock backend for one host: mutexes,
+// reader-writer locks and semaphores made of lock files in a directory, with
+// no server to run. Every process that opens a [Provider] on the same
+// directory sees the same locks.
+//
+//	p, err := filelock.New(filepath.Join(os.TempDir(), "myapp-locks"))
+//	if err != nil {
+//		return err
+//	}
+//	defer p.Close()
+//
+//	h, err := p.Mutex("nightly-report").Acquire(ctx)
+//	if err != nil {
+//		return err
+//	}
+//	defer h.Release(context.WithoutCancel(ctx))
+//	return writeReport(h.Context(), h.FencingToken())
+//
+// # How a lock is held
+//
+// A lock is an advisory lock on a file: flock(2) on Unix, LockFileEx on
+// Windows. The kernel ties it to an open file, so a process that dies or is
+// killed frees its locks at once, with no lease to wait out. Locks are not
+// reentrant: a second acquire of a held name fails or waits, even in the same
+// process and through the same Locker.
+//
+// A name is never used as a path. It becomes a stem of at most 54
+// characters from [A-Za-z0-9_-]: a readable prefix of the name, '-', and a
+// Base32 SHA-256 hash of the exact name (core.SafeName, with the prefix cut
+// to 27 characters). With an extension, every file name is a portable one of
+// at most 64 characters, so any non-empty UTF-8 name works, "../x" and "a/b"
+// included, and nothing is ever written outside the directory. Names are
+// case-sensitive, even on case-insensitive file systems. The layout is
+//
+//	<dir>/mutex/<stem>.lock          a mutex
+//	<dir>/rwmutex/<stem>.lock        a reader-writer lock (shared by readers)
+//	<dir>/rwmutex/<stem>.gate        its writer-preference gate
+//	<dir>/semaphore/<stem>.<i>.lock  slot i of a semaphore
+//	<dir>/<kind>/<stem>.ctr          the fencing counter of each lock
+//	<dir>/<kind>/<stem>.prio         priority claims of starving waiters
+//
+// The directory and its subdirectories are created on the first acquire that
+// needs them. Lock files stay after release and are reused; they are empty and
+// cost one inode each. Do not delete the directory while processes use it.
+//
+// A Mutex is one lock file locked exclusively. A Semaphore of max n is n slot
+// files; a holder locks one free slot. An RWMutex locks its file shared for
+// readers and exclusive for a writer; a writer also holds the gate file from
+// its first attempt until it is granted, and readers pass the gate before
+// taking the lock, so a waiting writer keeps new readers out (writer
+// preference) while the readers already in finish.
+//
+// # Fencing tokens
+//
+// Each grant, of every primitive, increments the lock's counter file under an
+// exclusive lock and returns the new value as the handle's fencing token: 1,
+// 2, 3, ... per name and kind, strictly increasing across processes and
+// restarts. The counter is plain decimal text and is never removed; deleting
+// it restarts that lock's tokens at 1.
+//
+// # Waiting
+//
+// Acquire does not sleep-poll. On Linux, one inotify descriptor per Provider
+// watches the lock directories; a release, or the death of a holder, closes
+// the only descriptor of the lock file that is open for writing, and the
+// IN_CLOSE_WRITE event wakes the waiters in every process, so a handoff costs
+// a few system calls. Waiters in the same Provider are woken directly. The
+// retry backoff ([WithBackoff], default 2 ms growing to 100 ms) is only the
+// fallback for platforms without inotify and for signals that cannot be
+// delivered.
+//
+// flock has no queue: on a release every waiter wakes and one wins, and
+// since the kernel signals watchers in a fixed order the same waiter tends to
+// win. So a Mutex or Semaphore waiter that has lost the race twice claims
+// priority (a shared lock on the .prio file), and waiters without a claim let
+// the next two releases go by. That bounds starvation; it is not a FIFO. An
+// RWMutex follows its writer-preference rule instead.
+//
+// # Lost locks
+//
+// A file lock cannot expire, but its file can be deleted or replaced (by an
+// operator, or a cleanup job that sweeps the directory): a new holder then
+// locks a new file while the old holder still believes it holds the lock.
+// filelock treats that as lost: the holder's handle context is cancelled
+// with a cause matching core.ErrLockLost, at once on Linux (the watcher sees
+// the delete or rename) and otherwise within [WithCheckInterval] (default
+// 1 s). Each attempt also checks, after locking, that the path still names
+// the file it locked, so it never takes a lock on a deleted file. Closing the
+// Provider releases its locks and marks their handles lost.
+//
+// # Membership
+//
+// A Provider is also a core.Membership, so polllease can track the live
+// instances of a service on one host: Register writes a small file
+// <dir>/membership/<group stem>/<id stem>.mem holding the registration's
+// expiry by this host's clock, Members lists the unexpired ones (and removes
+// the expired), Deregister removes one. A per-group lock file keeps readers
+// from seeing a file half written.
+//
+// # Errors and cost
+//
+// Acquire errors are *core.Error values naming the backend ("file") and the
+// lock. An empty or invalid UTF-8 name fails with core.ErrInvalidName, and a
+// semaphore max outside [1, MaxSemaphore] or a nil context with
+// core.ErrInvalidArgument, before any I/O. A directory that cannot hold lock
+// files (not a directory, no permission, read-only file system) fails with
+// core.ErrInvalidArgument wrapping the OS error. Other I/O errors are
+// returned wrapped.
+//
+// An uncontended TryAcquire and Release is about ten system calls and no
+// file creation once the lock file exists: tens of microseconds.
+//
+// # Limits
+//
+// Locks are as reliable as the file system's locking: use a local file
+// system. Where NFS emulates flock with byte-range locks, acquires fail with
+// core.ErrUnsupported. Fencing counters are not fsynced, so tokens survive
+// process crashes but not necessarily a machine crash. Every process must
+// have write access to the directory and its files. On Windows a held lock
+// file cannot be deleted, so a lock is never lost that way there.
+package filelock

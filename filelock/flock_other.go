@@ -1,0 +1,25 @@
+//go:build !(darwin || dragonfly || freebsd || linux || netbsd || openbsd || windows)
+
+package filelock
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+
+	"github.com/distlock/distlock/core"
+)
+
+const oNoFollow = 0
+
+func lockNB(*os.File, bool) error { return unsupported() }
+
+func unlock(*os.File) error { return unsupported() }
+
+func lockWait(*os.File) error { return unsupported() }
+
+func unsupported() error {
+	return fmt.Errorf("%w: file locks on %s", core.ErrUnsupported, runtime.GOOS)
+}
+
+func badDir(error) bool { return false }

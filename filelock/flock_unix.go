@@ -1,0 +1,69 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
+package filelock
+
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+const oNoFollow = unix.O_NOFOLLOW
+
+// lockNB takes a shared or exclusive flock(2) on f without waiting; it
+// returns errLocked when another open file description holds a conflicting
+// lock. flock locks belong to the open file description, so two descriptors
+// of the same process conflict like two processes do, and the kernel drops
+// the lock when the process dies.
+func lockNB(f *os.File, shared bool) error {
+	how := unix.LOCK_EX
+	if shared {
+		how = unix.LOCK_SH
+	}
+	return flock(f, how|unix.LOCK_NB)
+}
+
+// unlock drops f's lock.
+func unlock(f *os.File) error { return flock(f, unix.LOCK_UN) }
+
+// lockWait takes an exclusive flock on f, waiting for it.
+func lockWait(f *os.File) error { return flock(f, unix.LOCK_EX) }
+
+func flock(f *os.File, how int) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	err = rc.Control(func(fd uintptr) {
+		for {
+			ferr = unix.Flock(int(fd), how)
+			if ferr != unix.EINTR {
+				break
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case errors.Is(ferr, unix.EWOULDBLOCK):
+		return errLocked
+	case errors.Is(ferr, unix.EBADF):
+		// NFS emulates flock with POSIX locks, which need write access
+		// for an exclusive lock.
+		return errNeedWrite
+	}
+	if ferr != nil {
+		return os.NewSyscallError("flock", ferr)
+	}
+	return nil
+}
+
+// badDir reports errors that mean the lock directory cannot hold lock files:
+// a read-only file system, or a path component that is not a directory.
+func badDir(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR)
+}

@@ -1,0 +1,135 @@
+package filelock
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+)
+
+// fakeClock is a settable clock for membership expiry.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestMembership(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	p1 := newProvider(t, dir)
+	p2 := newProvider(t, dir) // another process
+	p1.now, p2.now = clock.now, clock.now
+
+	members := func() []string {
+		t.Helper()
+		got, err := p2.Members(ctx, "workers")
+		require.NoError(t, err)
+		return got
+	}
+	assert.Empty(t, members(), "unknown group")
+
+	require.NoError(t, p1.Register(ctx, "workers", "host-b", 30*time.Second))
+	require.NoError(t, p1.Register(ctx, "workers", "host-a", 10*time.Second))
+	require.NoError(t, p1.Register(ctx, "workers", "weird/../id\nwith newline", time.Minute))
+	require.NoError(t, p1.Register(ctx, "other", "host-c", time.Minute))
+	assert.Equal(t, []string{"host-a", "host-b", "weird/../id\nwith newline"}, members())
+
+	clock.advance(10 * time.Second) // host-a's registration ends now
+	assert.Equal(t, []string{"host-b", "weird/../id\nwith newline"}, members())
+
+	// A refresh extends a registration; the expired one was swept away.
+	require.NoError(t, p1.Register(ctx, "workers", "host-b", 30*time.Second))
+	clock.advance(25 * time.Second)
+	assert.Equal(t, []string{"host-b", "weird/../id\nwith newline"}, members())
+	files, err := filepath.Glob(filepath.Join(dir, membershipDir, "*", "*.mem"))
+	require.NoError(t, err)
+	assert.Len(t, files, 3, "host-a's file is gone")
+
+	require.NoError(t, p1.Deregister(ctx, "workers", "host-b"))
+	require.NoError(t, p1.Deregister(ctx, "workers", "host-b"), "absent: not an error")
+	require.NoError(t, p1.Deregister(ctx, "nobody-here", "x"))
+	assert.Equal(t, []string{"weird/../id\nwith newline"}, members())
+
+	got, err := p2.Members(ctx, "other")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"host-c"}, got)
+}
+
+func TestMembershipBadInput(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "locks")
+	p := newProvider(t, dir)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"empty group", p.Register(ctx, "", "id", time.Second), core.ErrInvalidName},
+		{"empty id", p.Register(ctx, "g", "", time.Second), core.ErrInvalidName},
+		{"invalid UTF-8 id", p.Deregister(ctx, "g", "\xff"), core.ErrInvalidName},
+		{"zero ttl", p.Register(ctx, "g", "id", 0), core.ErrInvalidArgument},
+		{"negative ttl", p.Register(ctx, "g", "id", -time.Second), core.ErrInvalidArgument},
+		{"nil context", p.Register(nil, "g", "id", time.Second), core.ErrInvalidArgument}, //nolint:staticcheck
+		{"members of empty group", func() error { _, err := p.Members(ctx, ""); return err }(), core.ErrInvalidName},
+	} {
+		assert.ErrorIs(t, c.err, c.want, c.name)
+	}
+	_, err := os.Stat(dir)
+	assert.ErrorIs(t, err, os.ErrNotExist, "nothing was written")
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, p.Register(cancelled, "g", "id", time.Second), context.Canceled)
+	_, err = p.Members(cancelled, "g")
+	assert.ErrorIs(t, err, context.Canceled)
+
+	require.NoError(t, p.Close())
+	assert.ErrorIs(t, p.Register(ctx, "g", "id", time.Second), core.ErrInvalidArgument)
+}
+
+// Registrations from many goroutines of many Providers never corrupt the
+// listing.
+func TestMembershipConcurrent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		p := newProvider(t, dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				id := fmt.Sprintf("p%d-%d", i, j%3)
+				assert.NoError(t, p.Register(ctx, "g", id, time.Hour))
+				got, err := p.Members(ctx, "g")
+				assert.NoError(t, err)
+				assert.Contains(t, got, id)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := newProvider(t, dir).Members(ctx, "g")
+	require.NoError(t, err)
+	assert.Len(t, got, 12)
+}

@@ -1,0 +1,60 @@
+package filelock
+
+import (
+	"context"
+	"time"
+
+	"github.com/distlock/distlock/core"
+)
+
+// mutex is an exclusive lock on the file <dir>/mutex/<safe name>.lock.
+type mutex struct {
+	p    *Provider
+	name string
+	base string // path without extension; also the notifier key
+}
+
+func (m *mutex) Name() string { return m.name }
+
+// TryAcquire makes one attempt without waiting: about ten system calls (open
+// and flock the lock file, check it is still the one at the path, open its
+// signal descriptor, update the fencing counter), and no file creation once
+// the lock file exists. A held lock gives an error matching
+// core.ErrNotAcquired at once.
+func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
+	if err := m.p.begin(ctx, m.name); err != nil {
+		return nil, err
+	}
+	h, _, err := m.try(ctx)
+	return h, err
+}
+
+// Acquire waits until the lock is granted or ctx ends; then the error
+// matches both core.ErrNotAcquired and ctx.Err(). On Linux a release, or the
+// death of the holder, wakes it at once, from this process or another;
+// elsewhere it retries on the Provider's backoff.
+func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
+	if err := m.p.begin(ctx, m.name); err != nil {
+		return nil, err
+	}
+	return m.p.wait(ctx, m.name, m.base, true, m.try)
+}
+
+func (m *mutex) try(context.Context) (core.Handle, time.Duration, error) {
+	if err := m.p.usable(m.name); err != nil {
+		return nil, 0, err
+	}
+	lf, err := m.p.tryLock(m.base+".lock", false, true)
+	if err != nil {
+		return nil, 0, attemptError(m.name, err, "held by another handle or process")
+	}
+	return m.p.grant(m.name, m.base, lf)
+}
+
+// attemptError turns a tryLock error into the error an attempt returns.
+func attemptError(name string, err error, held string) error {
+	if err == errBusy {
+		return busy(name, held)
+	}
+	return opError("acquire", name, classify(err))
+}

@@ -1,0 +1,63 @@
+package filelock
+
+import (
+	"time"
+
+	"github.com/distlock/distlock/core"
+)
+
+// Option configures a Provider.
+type Option func(*options)
+
+type options struct {
+	backoff       core.Backoff
+	checkInterval time.Duration
+	notify        bool
+}
+
+// Defaults, in one place.
+func defaults() options {
+	return options{
+		// A waiter wakes on a release at once where the OS reports it
+		// (inotify on Linux); the backoff bounds how long it takes to
+		// notice a lock freed without a report: a holder that died, or a
+		// platform without notification.
+		backoff: core.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond},
+		// How often held lock files are checked for deletion or
+		// replacement when no notification says so.
+		checkInterval: time.Second,
+		notify:        true,
+	}
+}
+
+func (o options) validate() error {
+	switch {
+	case o.backoff.Min <= 0 || o.backoff.Max < o.backoff.Min:
+		return core.Invalid("filelock: backoff needs 0 < Min ≤ Max, got %v, %v", o.backoff.Min, o.backoff.Max)
+	case o.checkInterval <= 0:
+		return core.Invalid("filelock: check interval must be positive, got %v", o.checkInterval)
+	}
+	return nil
+}
+
+// WithBackoff sets the fallback retry cadence of a waiting acquire. Waiters
+// wake at once when a holder releases (on Linux, through inotify); the
+// backoff only bounds how late a waiter notices a lock freed without such a
+// signal, such as by a process that died holding it. Default 2 ms growing to
+// 100 ms.
+func WithBackoff(b core.Backoff) Option {
+	return func(o *options) { o.backoff = b }
+}
+
+// WithCheckInterval sets how often held lock files are checked for deletion
+// or replacement (which makes the handle lost) in case the OS did not report
+// it. Default 1 s. Each check costs one stat per held lock.
+func WithCheckInterval(d time.Duration) Option {
+	return func(o *options) { o.checkInterval = d }
+}
+
+// withoutNotify turns off the directory watcher, so waiting falls back to
+// polling as on platforms without inotify. For tests.
+func withoutNotify() Option {
+	return func(o *options) { o.notify = false }
+}
