@@ -3,7 +3,6 @@ package locktest
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -92,56 +91,28 @@ func testRWNoOverlap(t *testing.T, s *suite) {
 	lockers := []core.RWLocker{s.p1.RWMutex(name), s.p2.RWMutex(name)}
 	var readers, writers atomic.Int32
 	var bad atomic.Bool
-	var maxReaders atomic.Int32
-	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 40)
-	for i := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rw := lockers[i%2]
-			write := i%4 == 0
-			var l core.Locker = rw.RLocker()
-			if write {
-				l = rw
+	write := func(i int) bool { return i%4 == 0 }
+	hammer(t, 40, func(i int) core.Locker {
+		if write(i) {
+			return lockers[i%2]
+		}
+		return lockers[i%2].RLocker()
+	}, func(i int) {
+		if write(i) {
+			if writers.Add(1) != 1 || readers.Load() != 0 {
+				bad.Store(true)
 			}
-			h, err := l.Acquire(ctx)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if write {
-				if writers.Add(1) != 1 || readers.Load() != 0 {
-					bad.Store(true)
-				}
-				time.Sleep(time.Millisecond)
-				writers.Add(-1)
-			} else {
-				n := readers.Add(1)
-				if writers.Load() != 0 {
-					bad.Store(true)
-				}
-				for {
-					m := maxReaders.Load()
-					if n <= m || maxReaders.CompareAndSwap(m, n) {
-						break
-					}
-				}
-				time.Sleep(2 * time.Millisecond)
-				readers.Add(-1)
-			}
-			if err := h.Release(bg()); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+			time.Sleep(time.Millisecond)
+			writers.Add(-1)
+			return
+		}
+		readers.Add(1)
+		if writers.Load() != 0 {
+			bad.Store(true)
+		}
+		time.Sleep(2 * time.Millisecond)
+		readers.Add(-1)
+	})
 	if bad.Load() {
 		t.Fatal("a writer overlapped another holder")
 	}

@@ -3,7 +3,6 @@ package locktest
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,42 +40,16 @@ func testSemNeverExceeds(t *testing.T, s *suite) {
 	name := s.name("exceed")
 	const max = 3
 	var inside, peak atomic.Int32
-	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make(chan error, 30)
-	for i := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p := s.p1
-			if i%2 == 1 {
-				p = s.p2
-			}
-			h, err := p.Semaphore(name, max).Acquire(ctx)
-			if err != nil {
-				errs <- err
-				return
-			}
-			n := inside.Add(1)
-			for {
-				m := peak.Load()
-				if n <= m || peak.CompareAndSwap(m, n) {
-					break
-				}
-			}
-			time.Sleep(2 * time.Millisecond)
-			inside.Add(-1)
-			if err := h.Release(bg()); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	hammer(t, 30, func(i int) core.Locker {
+		if i%2 == 1 {
+			return s.p2.Semaphore(name, max)
+		}
+		return s.p1.Semaphore(name, max)
+	}, func(int) {
+		raise(&peak, inside.Add(1))
+		time.Sleep(2 * time.Millisecond)
+		inside.Add(-1)
+	})
 	if peak.Load() > max {
 		t.Fatalf("%d holders at once, max is %d", peak.Load(), max)
 	}

@@ -418,28 +418,40 @@ func testWaiterGetsLock(t *testing.T, s *suite, l lockerFunc) {
 func testParallel(t *testing.T, s *suite, l lockerFunc) {
 	name := s.name("parallel")
 	const n = 100
-	var inside, grants atomic.Int32
-	var overlap atomic.Bool
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
+	var inside, peak, grants atomic.Int32
 	lockers := []core.Locker{l(t, 0, name), l(t, 1, name)}
+	hammer(t, n, func(i int) core.Locker { return lockers[i%2] }, func(int) {
+		raise(&peak, inside.Add(1))
+		grants.Add(1)
+		time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+		inside.Add(-1)
+	})
+	if peak.Load() > 1 {
+		t.Fatalf("%d holders were inside the critical section at once", peak.Load())
+	}
+	if grants.Load() != n {
+		t.Fatalf("%d grants, want %d", grants.Load(), n)
+	}
+}
+
+// hammer runs n goroutines; goroutine i acquires pick(i), runs work(i) while
+// holding it and releases it. Errors fail the test.
+func hammer(t *testing.T, n int, pick func(i int) core.Locker, work func(i int)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
 	defer cancel()
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h, err := lockers[i%2].Acquire(ctx)
+			h, err := pick(i).Acquire(ctx)
 			if err != nil {
 				errs <- err
 				return
 			}
-			if inside.Add(1) != 1 {
-				overlap.Store(true)
-			}
-			grants.Add(1)
-			time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
-			inside.Add(-1)
+			work(i)
 			if err := h.Release(bg()); err != nil {
 				errs <- err
 			}
@@ -450,11 +462,15 @@ func testParallel(t *testing.T, s *suite, l lockerFunc) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if overlap.Load() {
-		t.Fatal("two holders were inside the critical section at once")
-	}
-	if grants.Load() != n {
-		t.Fatalf("%d grants, want %d", grants.Load(), n)
+}
+
+// raise makes peak at least n.
+func raise(peak *atomic.Int32, n int32) {
+	for {
+		m := peak.Load()
+		if n <= m || peak.CompareAndSwap(m, n) {
+			return
+		}
 	}
 }
 
