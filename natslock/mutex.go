@@ -1,0 +1,119 @@
+package natslock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/distlock/distlock/core"
+)
+
+// Mutex returns the exclusive lock name. It does no I/O; a bad name is
+// reported by the first acquire call (core.ErrInvalidName).
+//
+// The lock is the KV key "m.<core.SafeName(name)>". TryAcquire costs one
+// round trip when the lock is free and this Provider saw its last release
+// (or never saw the key used), up to three otherwise, and two when it is
+// held. The handle's fencing token is the KV revision of the grant. The
+// lease is renewed every TTL/3 by the Provider's keeper; the handle's
+// context ends with core.ErrLockLost when a renewal finds the key deleted,
+// expired or taken, or when the trust window closes without a renewal (a
+// dead server, a partition). Release is one round trip and never deletes
+// another holder's entry. The Locker implements core.Inspector.
+func (p *Provider) Mutex(name string) core.Locker {
+	if err := core.ValidateName(name); err != nil {
+		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+	}
+	return &mutex{p: p, name: name, key: mutexKey(name)}
+}
+
+var _ core.Inspector = (*mutex)(nil)
+
+type mutex struct {
+	p    *Provider
+	name string
+	key  string
+}
+
+func (m *mutex) Name() string { return m.name }
+
+// Holder reports the current holder: the identity its Provider was
+// configured with (WithIdentity) and its fencing token. held is false when
+// the mutex is free. One round trip; it takes no lock.
+func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
+	if m.p.isClosed.Load() {
+		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: ErrClosed}
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.p.cfg.timeout)
+	defer cancel()
+	msg, err := m.p.last(ctx, m.key)
+	if err != nil {
+		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
+	}
+	if msg == nil || isMarker(msg) {
+		return core.Holder{}, false, nil
+	}
+	v, err := decodeValue(msg.Data)
+	if err != nil {
+		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
+	}
+	return core.Holder{ID: v.ID, Token: v.token(msg.Sequence)}, true, nil
+}
+
+// TryAcquire makes one attempt; a held lock gives an error matching
+// core.ErrNotAcquired that names the holder.
+func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
+	if ctx.Err() != nil {
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: m.name, Err: core.NotAcquired(ctx)}
+	}
+	h, _, err := m.attempt(false)(ctx)
+	return h, err
+}
+
+// Acquire waits until the lock is granted or ctx is done. It wakes when the
+// holder's key is deleted (through a KV watcher) and otherwise retries with
+// a bounded randomized backoff capped by the holder's remaining TTL.
+func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
+	return m.p.wait(ctx, m.name, m.key, m.attempt(true))
+}
+
+// attempt makes one try; waiting tries may trust the watcher more (see
+// acquireKey).
+func (m *mutex) attempt(waiting bool) core.Attempt {
+	return func(ctx context.Context) (core.Handle, time.Duration, error) {
+		return m.p.acquireKey(ctx, m.name, m.key, m.key, waiting)
+	}
+}
+
+// wait is Acquire for every primitive. Waiters of one Provider line up
+// behind a local gate per key (see gates); the first in line makes one
+// attempt, then, if the lock is busy, a core.Wait woken by the watcher of
+// watchKey. When this Provider watches the key already (a hot lock), it
+// subscribes before the first attempt instead, which saves the attempt that
+// core.Wait would repeat.
+func (p *Provider) wait(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
+	if ctx.Err() != nil {
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+	}
+	leave, err := p.gates.enter(ctx, watchKey)
+	if err != nil {
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+	}
+	defer leave()
+	if !p.watching(watchKey) {
+		h, _, err := try(ctx)
+		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
+			return h, err
+		}
+	}
+	wake, unsubscribe := p.notify.Subscribe(watchKey)
+	defer unsubscribe()
+	h, err := core.Wait(ctx, p.cfg.backoff, wake, try)
+	if err != nil && ctx.Err() != nil {
+		var ce *core.Error
+		if !errors.As(err, &ce) {
+			err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
+		}
+	}
+	return h, err
+}

@@ -1,0 +1,401 @@
+package natslock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distlock/distlock/core"
+)
+
+const backend = "nats"
+
+// Defaults, one place; each is documented beside its option.
+const (
+	defaultBucket       = "distlock"
+	defaultTTL          = 30 * time.Second
+	defaultMemberMaxTTL = 5 * time.Minute
+	defaultTimeout      = 5 * time.Second
+	reconnectPoll       = 10 * time.Millisecond
+	watchLinger         = time.Second
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	bucket        string
+	membersBucket string
+	ttl           time.Duration
+	memberMaxTTL  time.Duration
+	identity      string
+	backoff       core.Backoff
+	timeout       time.Duration
+}
+
+// WithBucket names the KV bucket that holds the locks. Default "distlock".
+// Every process that shares locks must use the same bucket and the same TTL.
+func WithBucket(name string) Option { return func(c *config) { c.bucket = name } }
+
+// WithTTL sets the lease TTL, which is the bucket's TTL (max age): a holder
+// that stops renewing loses the lock, and its key disappears, that long
+// after its last renewal. Renewal runs every TTL/3; a handle is trusted until
+// the start of its last successful renewal + TTL − TTL/10. Default 30 s.
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithIdentity sets the holder identity stored in every lock value and
+// reported by core.Inspector (a Mutex's Holder) and Provider.Holder. Default
+// core.DefaultIdentity(), "hostname-pid".
+func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
+
+// WithMembersBucket names the KV bucket used by the Membership methods.
+// Default: the lock bucket's name + "_members".
+func WithMembersBucket(name string) Option { return func(c *config) { c.membersBucket = name } }
+
+// WithMemberMaxTTL sets the members bucket's TTL (max age), the longest ttl
+// Register accepts. Default 5 min.
+func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.memberMaxTTL = ttl } }
+
+// WithBackoff sets the fallback retry cadence of a waiting Acquire. Waiters
+// normally wake on the key's delete; the backoff bounds what a missed signal
+// or a silent expiry can cost. Default core.DefaultBackoff.
+func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
+
+// WithTimeout bounds each operation's requests (an acquire attempt, a
+// release, a read), so a server that stops answering gives an error instead
+// of a wait as long as the caller's context. Default 5 s.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Provider makes locks in one JetStream KV bucket. It is safe for concurrent
+// use. Close stops its lease keeper and watchers.
+type Provider struct {
+	cfg    config
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	stream jetstream.Stream
+	prefix string // subject prefix of the bucket's keys, "$KV.<bucket>."
+
+	keeper *core.Keeper
+	notify core.Notifier
+	hints  hints
+	spare  spareKeys
+	gates  gates
+
+	wmu      sync.Mutex
+	watches  map[string]*watch
+	closed   bool // under wmu; also in isClosed for the lock-free check
+	isClosed atomic.Bool
+	wg       sync.WaitGroup
+
+	mmu      sync.Mutex
+	memberKV jetstream.KeyValue // created on first use
+}
+
+var (
+	_ core.Provider   = (*Provider)(nil)
+	_ core.Membership = (*Provider)(nil)
+)
+
+// New returns a Provider over the KV bucket named by WithBucket, creating
+// the bucket (file storage, history 1, TTL = lease TTL) if it is missing. An
+// existing bucket must have the same TTL, or New fails with an error matching
+// core.ErrInvalidArgument: the TTL is what every holder's trust window is
+// computed from. New makes two or three JetStream API requests, each bounded
+// by the client's default API timeout.
+//
+// The bucket's KV revisions are the fencing tokens, so they stay increasing
+// only as long as the bucket is not deleted and re-created.
+func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
+	cfg := config{
+		bucket:       defaultBucket,
+		ttl:          defaultTTL,
+		memberMaxTTL: defaultMemberMaxTTL,
+		identity:     core.DefaultIdentity(),
+		backoff:      core.DefaultBackoff,
+		timeout:      defaultTimeout,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.membersBucket == "" {
+		cfg.membersBucket = cfg.bucket + "_members"
+	}
+	switch {
+	case js == nil:
+		return nil, core.Invalid("natslock: nil JetStream")
+	case cfg.ttl < 100*time.Millisecond:
+		return nil, core.Invalid("natslock: TTL %v is shorter than 100ms", cfg.ttl)
+	case cfg.memberMaxTTL < time.Second:
+		return nil, core.Invalid("natslock: member max TTL %v is shorter than 1s", cfg.memberMaxTTL)
+	case !validBucket(cfg.bucket):
+		return nil, core.Invalid("natslock: bad bucket name %q", cfg.bucket)
+	case !validBucket(cfg.membersBucket):
+		return nil, core.Invalid("natslock: bad members bucket name %q", cfg.membersBucket)
+	case cfg.identity == "":
+		return nil, core.Invalid("natslock: empty identity")
+	case cfg.timeout <= 0:
+		return nil, core.Invalid("natslock: timeout %v is not positive", cfg.timeout)
+	}
+
+	ctx := context.Background() // the client bounds each request by its default timeout
+	kv, err := openBucket(ctx, js, cfg.bucket, cfg.ttl)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := js.Stream(ctx, "KV_"+cfg.bucket)
+	if err != nil {
+		return nil, fmt.Errorf("natslock: bucket %q: %w", cfg.bucket, err)
+	}
+	p := &Provider{
+		cfg:     cfg,
+		js:      js,
+		kv:      kv,
+		stream:  stream,
+		prefix:  "$KV." + cfg.bucket + ".",
+		watches: make(map[string]*watch),
+	}
+	p.keeper, err = core.NewKeeper(core.KeeperConfig{TTL: cfg.ttl, Renew: p.renew})
+	if err != nil {
+		return nil, err
+	}
+	p.notify.OnFirst = p.startWatch
+	p.notify.OnLast = p.idleWatch
+	return p, nil
+}
+
+// openBucket opens the bucket, creating it when missing, and checks its TTL.
+func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "distlock locks",
+			History:     1,
+			TTL:         ttl,
+			Storage:     jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // lost a creation race
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natslock: bucket %q: %w", bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("natslock: bucket %q: %w", bucket, err)
+	}
+	if st.TTL() != ttl {
+		return nil, core.Invalid("natslock: bucket %q has TTL %v, want %v", bucket, st.TTL(), ttl)
+	}
+	return kv, nil
+}
+
+// ErrClosed is returned by the acquire calls of a closed Provider.
+var ErrClosed = errors.New("natslock: provider closed")
+
+// Close stops renewing: every handle still held is marked lost (its key
+// expires after the TTL unless released first). It stops the watchers and
+// waits for the Provider's goroutines. It does not close the NATS
+// connection, which belongs to the caller.
+func (p *Provider) Close() error {
+	p.wmu.Lock()
+	p.closed = true
+	p.isClosed.Store(true)
+	ws := p.watches
+	p.watches = make(map[string]*watch)
+	p.wmu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	p.keeper.Close()
+	p.wg.Wait()
+	return nil
+}
+
+// TTL returns the lease TTL.
+func (p *Provider) TTL() time.Duration { return p.cfg.ttl }
+
+// Identity returns the holder identity this Provider writes.
+func (p *Provider) Identity() string { return p.cfg.identity }
+
+// Holder reports who holds the mutex name now: the holder's identity (see
+// WithIdentity) and the fencing token of its grant, or "", 0 and nil when
+// the mutex is free. It is Mutex(name).(core.Inspector).Holder in one call.
+// One round trip.
+func (p *Provider) Holder(ctx context.Context, name string) (id string, token uint64, err error) {
+	if err := core.ValidateName(name); err != nil {
+		return "", 0, &core.Error{Backend: backend, Op: "holder", Name: name, Err: err}
+	}
+	m := &mutex{p: p, name: name, key: mutexKey(name)}
+	h, held, err := m.Holder(ctx)
+	if err != nil || !held {
+		return "", 0, err
+	}
+	return h.ID, h.Token, nil
+}
+
+// value is what a held key stores. Token is 0 in the value written by the
+// acquire (the token is that entry's revision, unknown until it is written)
+// and the grant's revision in the values written by renewals.
+type value struct {
+	ID    string `json:"id"`
+	Owner string `json:"owner"` // random per grant: tells our entry from another's
+	Token uint64 `json:"token,omitempty"`
+}
+
+func (v value) token(rev uint64) uint64 {
+	if v.Token != 0 {
+		return v.Token
+	}
+	return rev
+}
+
+func decodeValue(b []byte) (value, error) {
+	var v value
+	if err := json.Unmarshal(b, &v); err != nil {
+		return value{}, fmt.Errorf("natslock: foreign value in lock key: %w", err)
+	}
+	return v, nil
+}
+
+func (v value) encode() []byte {
+	b, _ := json.Marshal(v) // cannot fail: strings and an integer
+	return b
+}
+
+func newOwner() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// Key layout: one prefix per kind ("m.", "s.", "rw."), so a mutex, a
+// semaphore and a reader-writer lock of the same name never collide.
+// core.SafeName output ([A-Za-z0-9_-]) is valid KV key material and keeps
+// names case-sensitive.
+func mutexKey(name string) string { return "m." + core.SafeName(name) }
+
+func semaphoreKeys(name string) string { return "s." + core.SafeName(name) }
+
+func slotKey(prefix string, i int) string { return prefix + "." + strconv.Itoa(i) }
+
+func validBucket(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// The KV operation header the client library writes on delete markers.
+const (
+	kvOpHeader = "KV-Operation"
+	kvOpDel    = "DEL"
+	kvOpPurge  = "PURGE"
+)
+
+func isMarker(m *jetstream.RawStreamMsg) bool {
+	switch m.Header.Get(kvOpHeader) {
+	case kvOpDel, kvOpPurge:
+		return true
+	}
+	return false
+}
+
+// isWrongSeq reports whether err is JetStream's "wrong last sequence": the
+// key's latest revision is not the one the write expected.
+func isWrongSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// connected waits, within ctx, for the client to be connected. A request
+// made while the client reconnects would sit in its reconnect buffer and
+// could land after the caller gave up (a lock taken by nobody), so requests
+// go out only on a live connection; a server that stays away gives the
+// client's error once ctx (bounded by WithTimeout) ends.
+func (p *Provider) connected(ctx context.Context) error {
+	nc := p.js.Conn()
+	var tick *time.Ticker
+	for {
+		switch nc.Status() {
+		case nats.CONNECTED:
+			return nil
+		case nats.CLOSED:
+			return nats.ErrConnectionClosed
+		}
+		if tick == nil {
+			// The client offers no safe way to stop listening for status
+			// changes, so poll its local state.
+			tick = time.NewTicker(reconnectPoll)
+			defer tick.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			if nc.Status() == nats.RECONNECTING {
+				return nats.ErrConnectionReconnecting
+			}
+			return nats.ErrDisconnected
+		case <-tick.C:
+		}
+	}
+}
+
+// last returns the latest entry of key, delete markers included, or nil when
+// the key has none (never written, or expired). One round trip.
+func (p *Provider) last(ctx context.Context, key string) (*jetstream.RawStreamMsg, error) {
+	if err := p.connected(ctx); err != nil {
+		return nil, err
+	}
+	m, err := p.stream.GetLastMsgForSubject(ctx, p.prefix+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+// write stores val under key if the key's latest revision is expect (0: the
+// key has no entry) and returns the new revision. One round trip.
+func (p *Provider) write(ctx context.Context, key string, val []byte, expect uint64) (uint64, error) {
+	if err := p.connected(ctx); err != nil {
+		return 0, err
+	}
+	m := &nats.Msg{Subject: p.prefix + key, Data: val, Header: nats.Header{}}
+	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// del writes a delete marker on key if its latest revision is expect and
+// returns the marker's revision. One round trip.
+func (p *Provider) del(ctx context.Context, key string, expect uint64) (uint64, error) {
+	if err := p.connected(ctx); err != nil {
+		return 0, err
+	}
+	m := nats.NewMsg(p.prefix + key)
+	m.Header.Set(kvOpHeader, kvOpDel)
+	ack, err := p.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
