@@ -27,7 +27,9 @@ type KeeperConfig struct {
 	// error matching ErrLockLost when the backend says the lease is gone or
 	// taken (the handle is lost at once), any other error when the outcome is
 	// unknown (the Keeper retries until the trust window closes). ctx ends
-	// when the earliest trust window of the batch closes.
+	// when the earliest trust window of the batch closes; a call that
+	// overruns it is not waited for (its leases are judged unrenewed), so
+	// Renew may be called again while an overrunning call still runs.
 	Renew func(ctx context.Context, batch []*Lease) []error
 }
 
@@ -248,8 +250,26 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 	} else {
 		ctx, cancel = context.WithDeadline(k.ctx, deadline)
 	}
-	errs := k.cfg.Renew(ctx, batch)
-	cancel()
+	defer cancel()
+	// Renew runs on its own goroutine so that a backend call that ignores
+	// its context (a driver without context deadlines, a frozen server)
+	// cannot keep a lease trusted past its window: when the deadline passes
+	// first, the batch is judged without the answer.
+	done := make(chan []error, 1)
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		done <- k.cfg.Renew(ctx, batch)
+	}()
+	var errs []error
+	select {
+	case errs = <-done:
+	case <-ctx.Done():
+		errs = make([]error, len(batch))
+		for i := range errs {
+			errs[i] = fmt.Errorf("renewal did not answer in time: %w", context.Cause(ctx))
+		}
+	}
 
 	retry := max(k.cfg.Interval/4, 10*time.Millisecond)
 	now := time.Now()
@@ -275,6 +295,10 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 		case errors.Is(err, ErrLockLost):
 			delete(k.leases, l)
 			l.lastErr = err
+			lost = append(lost, l)
+		case !l.deadline.IsZero() && !now.Before(l.deadline):
+			delete(k.leases, l)
+			l.lastErr = trustClosed(err)
 			lost = append(lost, l)
 		default:
 			l.lastErr = err

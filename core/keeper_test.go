@@ -182,3 +182,30 @@ func TestKeeperClose(t *testing.T) {
 		t.Fatal("Keep after Close did not mark the handle lost")
 	}
 }
+
+func TestKeeperLosesWhenRenewHangs(t *testing.T) {
+	release := make(chan struct{})
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      200 * time.Millisecond,
+		Interval: 40 * time.Millisecond,
+		Margin:   20 * time.Millisecond,
+		// A renewal that ignores its context, as a driver without context
+		// deadlines does against a frozen server.
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			<-release
+			return make([]error, len(b))
+		},
+	})
+	defer close(release)
+	start := time.Now()
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, start, nil)
+	select {
+	case <-h.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a hanging renewal kept the lease trusted past its window")
+	}
+	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		t.Fatalf("cause = %v", context.Cause(h.Context()))
+	}
+}
