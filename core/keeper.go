@@ -62,7 +62,7 @@ type Lease struct {
 
 	next     time.Time // when to renew next
 	deadline time.Time // end of the trust window (zero when TTL is 0)
-	lastErr  error
+	lastErr  error     // of the last failed renewal; nil after a success
 }
 
 // NewKeeper validates cfg and returns a Keeper.
@@ -197,7 +197,9 @@ func (k *Keeper) run() {
 				delete(k.leases, l)
 				continue
 			}
-			if !l.next.After(horizon) {
+			// A lease retrying after a failure waits for its own time:
+			// the horizon would otherwise make it due again at once.
+			if !l.next.After(horizon) && (l.lastErr == nil || !l.next.After(now)) {
 				batch = append(batch, l)
 				if !l.deadline.IsZero() && (batchDeadline.IsZero() || l.deadline.Before(batchDeadline)) {
 					batchDeadline = l.deadline

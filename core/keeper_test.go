@@ -209,3 +209,26 @@ func TestKeeperLosesWhenRenewHangs(t *testing.T) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))
 	}
 }
+
+func TestKeeperRetriesWithoutSpinning(t *testing.T) {
+	var calls atomic.Int32
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      time.Second,
+		Interval: 200 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			calls.Add(1)
+			errs := make([]error, len(b))
+			for i := range errs {
+				errs[i] = errors.New("connection refused") // fails fast
+			}
+			return errs
+		},
+	})
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, time.Now(), nil)
+	<-h.Context().Done() // the trust window closes after 0.9s
+	// First renewal at 200ms, then a retry every 50ms: about 15 calls.
+	if n := calls.Load(); n > 40 {
+		t.Fatalf("%d renewal calls before the window closed: the retry spins", n)
+	}
+}
