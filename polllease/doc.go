@@ -1,2 +1,104 @@
-// Package polllease is work in progress.
+// Package polllease shares the polling of a dynamic set of targets (sessions,
+// endpoints, feeds) among the live instances of a service, so that each
+// target is polled by exactly one instance at a time, the work is spread
+// evenly, and it moves quickly and safely when instances come and go.
+//
+// It is built only on core interfaces, so it runs over every backend that
+// offers a core.Provider (one lease per target) and a core.Membership
+// (heartbeats): redislock is the primary deployment, pglock and natslock
+// work the same way, and filelock is the zero-setup choice for one host.
+//
+// # The protocol
+//
+// Every instance of a Group runs a Coordinator. It has an ID (by default
+// "hostname-boottime-random") and three loops:
+//
+//   - Heartbeat: every HeartbeatInterval (10 s) it registers its ID in the
+//     Group through core.Membership with HeartbeatTTL (30 s); the store
+//     lists it until the TTL runs out.
+//   - Reconcile: every ReconcileInterval (10 s, jittered by ±20 % so
+//     instances do not tick together) it re-reads the targets (Config.Targets)
+//     and the live members, and computes the assignment: rendezvous (highest
+//     random weight) hashing of each target over the members, with bounded
+//     load, so no instance is assigned more than ⌈1.2 × targets / instances⌉
+//     (see Assign). The assignment is what is desired; ownership only changes
+//     through leases:
+//     it tries the leases of the targets it is preferred for every tick
+//     until it holds them; a target whose preferred instance has not
+//     taken it within two ticks is taken by its second choice (the
+//     "backup", next in rendezvous order), so no target stays unpolled when
+//     instances disagree about who is live or one of them is live but not
+//     polling; it releases a target it is not preferred for only after
+//     holding it MinHold (30 s), only after its poller has stopped, and at
+//     most max(1, 10 % of what it owns) per tick, so rebalancing converges
+//     without flapping (and a target handed to a preferred instance that
+//     did not take it is taken back and kept); it releases at once the
+//     targets that left the set; it never takes a lease someone holds.
+//   - Poll: each owned target has its own loop that calls Config.Poll every
+//     PollInterval(target), under the lease handle's context and with its
+//     fencing token. Before each poll it checks that the lease is still
+//     owned; IsOwnedStrict asks the store, for critical polls.
+//
+// A lease is one core.Locker per target, named Group + ":lease:" + target
+// ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
+// Provider (configure 30 s renewed every 10 s): the backend renews all the
+// leases of one Provider together, in one round trip per interval on Redis
+// and Postgres (core.Keeper), so an instance's steady-state cost per renew
+// interval is one renewal round trip, plus one heartbeat and one member
+// listing per tick. The Coordinator never renews a lease itself; it watches
+// each handle's context.
+//
+// # Failure handling: fail closed
+//
+// A lease's handle context ends when the backend loses the lease, and on
+// lease backends also when the lease's trust window closes without a
+// successful renewal: last renewal start + TTL − margin, which is before the
+// store can expire it and grant it to another instance. The poller runs
+// under that context, so it stops in time even when the store cannot be
+// reached. The Coordinator then reports EventLost, cleans up and tries to
+// acquire the target again on a later tick.
+//
+// On top of that it watches its own heartbeat. After a failed heartbeat it
+// makes no acquisition and no voluntary release until one succeeds again.
+// When no heartbeat has succeeded for HeartbeatTTL − HeartbeatTTL/10 since
+// the start of the last successful one, the store may already count the
+// instance dead: every poller pauses (EventUncertain) while the leases are
+// kept and renewals go on. When a heartbeat succeeds again, the pollers of
+// the leases still held resume (EventResumed) and a reconcile tick runs at
+// once, so the instance recovers on its own when the store returns.
+//
+// A crashed instance's leases expire after their TTL and its heartbeat after
+// HeartbeatTTL; its targets are polled again within a lease TTL plus one
+// reconcile tick. A graceful stop (the end of Run) stops every poller,
+// releases every lease and deregisters, so its targets move within one tick.
+//
+// # Events and logs
+//
+// Config.OnEvent receives every Event: acquired, released (with a Reason:
+// rebalance, stop, target removed, manual), lost, uncertain and resumed,
+// each with the instance, target and fencing token. The same lines go to
+// Config.Logger (log/slog), for example
+//
+//	level=INFO msg="Lease acquired" instance=web-1712-a3f9c2 target=endpoint-7 token=42
+//
+// Lease renewals are the backend's and are not reported one by one.
+//
+// # Inspection
+//
+// Coordinator.Snapshot lists the live members and, for each target, its
+// preferred instance and holder (the holder's identity and token come from
+// core.Inspector where the backend implements it). The store's own keys stay
+// readable. On Redis with the default prefixes, where each lock name appears
+// in its key as core.SafeName (":" becomes "_", followed by a hash):
+//
+//	# live instances and their heartbeat expiry (Unix ms, server clock)
+//	redis-cli --scan --pattern 'distlock:{poll-*}:members'
+//	redis-cli ZRANGE 'distlock:{poll-<hash>}:members' 0 -1 WITHSCORES
+//	# held leases, their remaining TTL and last fencing token
+//	redis-cli --scan --pattern 'distlock:{poll_lease_*}:mutex'
+//	redis-cli PTTL 'distlock:{poll_lease_endpoint_7-<hash>}:mutex'
+//	redis-cli GET  'distlock:{poll_lease_endpoint_7-<hash>}:fence'
+//
+// With filelock, leases are files under the Provider's directory named the
+// same way.
 package polllease

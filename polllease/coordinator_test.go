@@ -1,0 +1,450 @@
+package polllease
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConfigValidation(t *testing.T) {
+	p := newMemProvider(t, newMemStore(), "x", time.Second)
+	valid := func() Config {
+		return Config{
+			Provider:   p,
+			Membership: p,
+			Targets:    func(context.Context) ([]string, error) { return nil, nil },
+			Poll:       func(context.Context, string, uint64) error { return nil },
+		}
+	}
+	cases := []struct {
+		name   string
+		modify func(*Config)
+	}{
+		{"nil provider", func(c *Config) { c.Provider = nil }},
+		{"nil membership", func(c *Config) { c.Membership = nil }},
+		{"nil targets", func(c *Config) { c.Targets = nil }},
+		{"nil poll", func(c *Config) { c.Poll = nil }},
+		{"bad group", func(c *Config) { c.Group = "\xff" }},
+		{"bad instance", func(c *Config) { c.InstanceID = "\xfe" }},
+		{"negative heartbeat TTL", func(c *Config) { c.HeartbeatTTL = -1 }},
+		{"heartbeat interval too long", func(c *Config) { c.HeartbeatTTL, c.HeartbeatInterval = 10*time.Second, 9500*time.Millisecond }},
+		{"negative heartbeat interval", func(c *Config) { c.HeartbeatInterval = -time.Second }},
+		{"negative reconcile", func(c *Config) { c.ReconcileInterval = -time.Second }},
+		{"negative min hold", func(c *Config) { c.MinHold = -time.Second }},
+		{"load factor below 1", func(c *Config) { c.LoadFactor = 0.9 }},
+		{"negative parallel", func(c *Config) { c.MaxParallel = -1 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := valid()
+			tc.modify(&cfg)
+			_, err := New(cfg)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+		})
+	}
+
+	c, err := New(valid())
+	require.NoError(t, err)
+	assert.Equal(t, DefaultGroup, c.cfg.Group)
+	assert.Equal(t, DefaultHeartbeatTTL, c.cfg.HeartbeatTTL)
+	assert.Equal(t, DefaultHeartbeatInterval, c.cfg.HeartbeatInterval)
+	assert.Equal(t, DefaultReconcileInterval, c.cfg.ReconcileInterval)
+	assert.Equal(t, DefaultLoadFactor, c.cfg.LoadFactor)
+	assert.Equal(t, DefaultPollInterval, c.cfg.PollInterval("t"))
+	assert.Regexp(t, `^.+-\d+-[0-9a-f]{6}$`, c.ID())
+	assert.Equal(t, "poll:lease:t", c.LeaseName("t"))
+}
+
+func targetNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("endpoint-%03d", i)
+	}
+	return out
+}
+
+func TestSingleInstancePollsEverything(t *testing.T) {
+	targets := targetNames(20)
+	f := newFleet(t, targets)
+	n := f.start("solo")
+	waitFor(t, "all targets owned", 5*time.Second, f.covered)
+	waitFor(t, "every target polled", 5*time.Second, func() bool {
+		seen := map[string]bool{}
+		for _, r := range f.det.records() {
+			seen[r.target] = true
+		}
+		return len(seen) == len(targets)
+	})
+	assert.Equal(t, targets, n.c.Owned())
+	assert.Equal(t, []string{"solo"}, n.c.Members())
+	assert.True(t, n.c.IsPreferredOwner(targets[0]))
+	for _, r := range f.det.records() {
+		assert.Positive(t, r.token)
+	}
+
+	require.NoError(t, f.stop("solo"))
+	assert.Empty(t, f.store.held(), "graceful stop releases every lease")
+	members, err := n.p.Members(context.Background(), n.c.cfg.Group)
+	require.NoError(t, err)
+	assert.Empty(t, members, "graceful stop deregisters")
+	assert.Len(t, f.eventsOf(EventReleased, time.Time{}), len(targets))
+	for _, e := range f.eventsOf(EventReleased, time.Time{}) {
+		assert.Equal(t, ReasonStop, e.Reason)
+	}
+	assert.Empty(t, n.c.Owned())
+	require.ErrorIs(t, n.c.TryAcquire(context.Background(), "x"), ErrNotRunning)
+}
+
+// TestFleetBalanceChurnAndStop runs five instances, then a sixth joins and
+// one leaves gracefully, with the overlap detector watching every poll.
+func TestFleetBalanceChurnAndStop(t *testing.T) {
+	targets := targetNames(60)
+	f := newFleet(t, targets)
+	for i := range 5 {
+		f.start(fmt.Sprintf("node-%d", i))
+	}
+	took := waitFor(t, "balanced", 15*time.Second, f.balanced)
+	t.Logf("5 instances balanced after %v", took)
+	limit := Capacity(len(targets), 5, DefaultLoadFactor)
+	for _, id := range f.ids() {
+		assert.LessOrEqual(t, len(f.node(id).c.Owned()), limit)
+	}
+
+	before := f.owners()
+	f.start("node-5")
+	took = waitFor(t, "balanced after a join", 15*time.Second, f.balanced)
+	movedJoin := 0
+	for tg, ids := range f.owners() {
+		if before[tg][0] != ids[0] {
+			movedJoin++
+		}
+	}
+	t.Logf("join: balanced after %v, %d targets moved (minimum %d)", took, movedJoin, len(targets)/6)
+	assert.LessOrEqual(t, movedJoin, len(Assign(targets, f.ids(), DefaultLoadFactor)))
+
+	before = f.owners()
+	gone := "node-2"
+	stopAt := time.Now()
+	require.NoError(t, f.stop(gone))
+	took = waitFor(t, "covered after a graceful stop", 10*time.Second, f.covered)
+	t.Logf("graceful stop: covered again after %v", took)
+	for tg, ids := range f.owners() {
+		if before[tg][0] != gone {
+			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed", tg)
+		}
+	}
+	for _, e := range f.eventsOf(EventReleased, stopAt) {
+		if e.Instance == gone {
+			assert.Equal(t, ReasonStop, e.Reason)
+		}
+	}
+	waitFor(t, "balanced after a graceful stop", 15*time.Second, f.balanced)
+	assert.Empty(t, f.eventsOf(EventLost, time.Time{}))
+}
+
+// TestPartitionedInstanceFailsClosed cuts one instance off the store: its
+// pollers stop before its leases expire, the others take its targets over
+// after the TTL, and no target is ever polled twice at once.
+func TestPartitionedInstanceFailsClosed(t *testing.T) {
+	targets := targetNames(30)
+	f := newFleet(t, targets)
+	for i := range 3 {
+		f.start(fmt.Sprintf("node-%d", i))
+	}
+	waitFor(t, "balanced", 15*time.Second, f.balanced)
+
+	victim := f.node("node-1")
+	mine := victim.c.Owned()
+	require.NotEmpty(t, mine)
+	cutAt := time.Now()
+	victim.p.cut.Store(true)
+
+	waitFor(t, "victim's pollers stopped", 5*time.Second, func() bool {
+		for _, tg := range mine {
+			if victim.c.IsOwned(tg) {
+				return false
+			}
+		}
+		return true
+	})
+	waitFor(t, "others cover every target", 10*time.Second, func() bool {
+		own := f.owners()
+		for _, tg := range targets {
+			if ids := own[tg]; len(ids) != 1 || ids[0] == "node-1" {
+				return false
+			}
+		}
+		return true
+	})
+	// Every poll of the victim ended before its leases could expire on the
+	// store (the last renewal started before the cut).
+	for _, r := range f.det.records() {
+		if r.instance == "node-1" {
+			assert.True(t, r.end.Before(cutAt.Add(testLeaseTTL)), "poll of %s ended %v after the cut", r.target, r.end.Sub(cutAt))
+		}
+	}
+	for _, e := range f.eventsOf(EventAcquired, cutAt) {
+		assert.NotEqual(t, "node-1", e.Instance, "a cut-off instance acquired %s", e.Target)
+	}
+
+	victim.p.cut.Store(false)
+	waitFor(t, "balanced after the partition heals", 15*time.Second, f.balanced)
+	assert.NotEmpty(t, f.node("node-1").c.Owned())
+}
+
+// TestStoreOutage takes the whole store down: every poller stops before its
+// lease could expire, nothing is acquired during the outage, and the fleet
+// covers every target again soon after the store returns.
+func TestStoreOutage(t *testing.T) {
+	targets := targetNames(30)
+	f := newFleet(t, targets)
+	for i := range 3 {
+		f.start(fmt.Sprintf("node-%d", i))
+	}
+	waitFor(t, "balanced", 15*time.Second, f.balanced)
+
+	downAt := time.Now()
+	f.store.setDown(true)
+	waitFor(t, "every poller stopped", 5*time.Second, func() bool { return len(f.owners()) == 0 })
+	for _, r := range f.det.records() {
+		assert.True(t, r.end.Before(downAt.Add(testLeaseTTL)), "poll of %s by %s ended %v after the outage began", r.target, r.instance, r.end.Sub(downAt))
+	}
+	// Stay down past the heartbeat TTL, so every instance is fenced.
+	time.Sleep(testBeatTTL)
+	upAt := time.Now()
+	assert.Empty(t, f.eventsOf(EventAcquired, downAt), "acquired during the outage")
+	f.store.setDown(false)
+
+	took := waitFor(t, "covered after the outage", 10*time.Second, f.covered)
+	t.Logf("covered %v after the store returned (reconcile interval %v)", took, testReconcile)
+	for _, e := range f.eventsOf(EventAcquired, upAt) {
+		assert.Greater(t, e.Token, uint64(0))
+	}
+}
+
+func TestTargetsAddedAndRemoved(t *testing.T) {
+	targets := targetNames(20)
+	f := newFleet(t, targets)
+	f.start("a")
+	f.start("b")
+	waitFor(t, "balanced", 15*time.Second, f.balanced)
+
+	changed := time.Now()
+	next := append(targetNames(10), "new-1", "new-2", "new-3")
+	f.targets.set(next)
+	waitFor(t, "new set covered", 10*time.Second, func() bool { return f.covered() && len(f.owners()) == len(next) })
+	removed := f.eventsOf(EventReleased, changed)
+	assert.Len(t, removed, 10)
+	for _, e := range removed {
+		assert.Equal(t, ReasonRemoved, e.Reason)
+		assert.NotContains(t, next, e.Target)
+	}
+	for _, tg := range targets[10:] {
+		assert.NotContains(t, f.store.held(), "fleet-"+t.Name()+":lease:"+tg)
+	}
+}
+
+func TestLostLeaseStopsPollerAndIsRetaken(t *testing.T) {
+	f := newFleet(t, targetNames(3))
+	n := f.start("solo")
+	waitFor(t, "covered", 10*time.Second, f.covered)
+	target := targetNames(3)[1]
+	n.c.mu.Lock()
+	oldToken := n.c.owned[target].token
+	n.c.mu.Unlock()
+
+	f.store.drop(n.c.LeaseName(target))
+	waitFor(t, "lost event", 5*time.Second, func() bool { return len(f.eventsOf(EventLost, time.Time{})) == 1 })
+	lost := f.eventsOf(EventLost, time.Time{})[0]
+	assert.Equal(t, target, lost.Target)
+	assert.ErrorIs(t, lost.Err, core.ErrLockLost)
+	waitFor(t, "retaken", 5*time.Second, func() bool { return n.c.IsOwned(target) })
+	n.c.mu.Lock()
+	newToken := n.c.owned[target].token
+	n.c.mu.Unlock()
+	assert.Greater(t, newToken, oldToken)
+}
+
+func TestManualAcquireReleaseAndInspect(t *testing.T) {
+	f := newFleet(t, nil) // no targets: the reconcile loop acquires nothing
+	a := f.start("a")
+	b := f.start("b")
+	ctx := context.Background()
+	waitFor(t, "both listed", 5*time.Second, func() bool { return len(a.c.Members()) == 2 && len(b.c.Members()) == 2 })
+
+	require.ErrorIs(t, a.c.TryAcquire(ctx, ""), core.ErrInvalidName)
+	// A target "a" is preferred for, so rebalancing leaves it with "a".
+	manual := "manual"
+	for i := 0; Preferred(manual, []string{"a", "b"}) != "a"; i++ {
+		manual = fmt.Sprintf("manual-%d", i)
+	}
+	require.NoError(t, a.c.TryAcquire(ctx, manual))
+	require.ErrorIs(t, a.c.TryAcquire(ctx, manual), core.ErrNotAcquired, "not reentrant")
+	require.ErrorIs(t, b.c.TryAcquire(ctx, manual), core.ErrNotAcquired)
+	assert.True(t, a.c.IsOwned(manual))
+	assert.False(t, b.c.IsOwned(manual))
+	ok, err := a.c.IsOwnedStrict(ctx, manual)
+	require.NoError(t, err)
+	assert.True(t, ok)
+	ok, err = b.c.IsOwnedStrict(ctx, manual)
+	require.NoError(t, err)
+	assert.False(t, ok)
+	waitFor(t, "polled", 5*time.Second, func() bool { return len(f.det.records()) > 0 })
+
+	f.targets.set([]string{manual})
+	waitFor(t, "seen by b", 5*time.Second, func() bool {
+		b.c.mu.Lock()
+		defer b.c.mu.Unlock()
+		return b.c.targets[manual]
+	})
+	snap, err := b.c.Snapshot(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", "b"}, snap.Members)
+	require.Len(t, snap.Leases, 1)
+	assert.Equal(t, LeaseInfo{Target: manual, Lock: b.c.LeaseName(manual), Preferred: b.c.PreferredOwner(manual),
+		Held: true, Owner: "a", Token: snap.Leases[0].Token}, snap.Leases[0])
+	assert.Positive(t, snap.Leases[0].Token)
+
+	require.NoError(t, a.c.Release(ctx, manual))
+	require.NoError(t, a.c.Release(ctx, manual), "idempotent")
+	assert.False(t, a.c.IsOwned(manual))
+	released := f.eventsOf(EventReleased, time.Time{})
+	require.NotEmpty(t, released)
+	assert.Equal(t, ReasonManual, released[0].Reason)
+}
+
+// flakyMembership fails Register while fail is set; the leases are
+// unaffected.
+type flakyMembership struct {
+	*memProvider
+	fail atomic.Bool
+}
+
+func (m *flakyMembership) Register(ctx context.Context, group, id string, ttl time.Duration) error {
+	if m.fail.Load() {
+		return errStoreDown
+	}
+	return m.memProvider.Register(ctx, group, id, ttl)
+}
+
+// TestHeartbeatFencePausesAndResumes: when heartbeats fail past their
+// trust window the pollers pause though the leases are kept; when a
+// heartbeat succeeds again they resume under the same leases.
+func TestHeartbeatFencePausesAndResumes(t *testing.T) {
+	f := newFleet(t, targetNames(5))
+	p := newMemProvider(t, f.store, "flaky", testLeaseTTL)
+	m := &flakyMembership{memProvider: p}
+	cfg := f.config("flaky", p)
+	cfg.Membership = m
+	cfg.HeartbeatTTL, cfg.HeartbeatInterval = time.Second, 200*time.Millisecond
+	c, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, "owns everything", 5*time.Second, func() bool { return len(c.Owned()) == 5 && c.IsOwned(targetNames(5)[0]) })
+	tokens := map[string]uint64{}
+	c.mu.Lock()
+	for tg, l := range c.owned {
+		tokens[tg] = l.token
+	}
+	c.mu.Unlock()
+
+	failAt := time.Now()
+	m.fail.Store(true)
+	waitFor(t, "paused", 5*time.Second, func() bool { return !c.IsOwned(targetNames(5)[0]) })
+	assert.Len(t, c.Owned(), 5, "the leases are kept")
+	waitFor(t, "uncertain events", 5*time.Second, func() bool { return len(f.eventsOf(EventUncertain, failAt)) == 5 })
+	assert.Error(t, c.TryAcquire(ctx, "other"), "no acquisition while uncertain")
+	pausedAt := time.Now()
+	polls := len(f.det.records())
+	time.Sleep(3 * testPollEvery) // polls would happen in this window if not paused
+	for _, r := range f.det.records()[polls:] {
+		assert.True(t, r.start.Before(pausedAt), "polled %s while paused", r.target)
+	}
+
+	m.fail.Store(false)
+	waitFor(t, "resumed", 5*time.Second, func() bool { return len(f.eventsOf(EventResumed, failAt)) == 5 })
+	for _, tg := range targetNames(5) {
+		assert.True(t, c.IsOwned(tg))
+	}
+	c.mu.Lock()
+	for tg, l := range c.owned {
+		assert.Equal(t, tokens[tg], l.token, "same lease after resuming")
+	}
+	c.mu.Unlock()
+	assert.Empty(t, f.eventsOf(EventLost, time.Time{}))
+}
+
+// TestRollingRestart replaces every instance in turn, with the overlap
+// detector on.
+func TestRollingRestart(t *testing.T) {
+	f := newFleet(t, targetNames(40))
+	for i := range 3 {
+		f.start(fmt.Sprintf("gen0-%d", i))
+	}
+	waitFor(t, "covered", 10*time.Second, f.covered)
+	for i := range 3 {
+		require.NoError(t, f.stop(fmt.Sprintf("gen0-%d", i)))
+		f.start(fmt.Sprintf("gen1-%d", i))
+		waitFor(t, "covered after a restart", 10*time.Second, f.covered)
+	}
+	waitFor(t, "balanced", 15*time.Second, f.balanced)
+	assert.Empty(t, f.eventsOf(EventLost, time.Time{}))
+}
+
+// TestLiveInstanceThatDoesNotPoll: an instance heartbeats but never takes
+// its targets (its own targets source is empty). Their backups take them
+// after a grace, and after handing each back once, keep them: every target
+// stays covered and nothing flaps.
+func TestLiveInstanceThatDoesNotPoll(t *testing.T) {
+	targets := targetNames(30)
+	f := newFleet(t, targets)
+	p := newMemProvider(t, f.store, "lazy", testLeaseTTL)
+	cfg := f.config("lazy", p)
+	cfg.Targets = func(context.Context) ([]string, error) { return nil, nil }
+	lazy, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- lazy.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	f.start("a")
+	f.start("b")
+
+	waitFor(t, "covered by a and b", 15*time.Second, func() bool {
+		return f.covered() && len(f.node("a").c.Members()) == 3
+	})
+	// Wait until each of lazy's targets has been handed to it once and
+	// taken back.
+	lazyShare := 0
+	for _, owner := range Assign(targets, []string{"a", "b", "lazy"}, DefaultLoadFactor) {
+		if owner == "lazy" {
+			lazyShare++
+		}
+	}
+	require.Positive(t, lazyShare)
+	waitFor(t, "handed back once", 20*time.Second, func() bool {
+		return len(f.eventsOf(EventReleased, time.Time{})) >= lazyShare && f.covered()
+	})
+	settled := time.Now()
+	time.Sleep(testMinHold + 6*testReconcile) // releases would recur in this window if leases flapped
+	assert.Empty(t, f.eventsOf(EventReleased, settled), "leases flap")
+	assert.True(t, f.covered())
+}

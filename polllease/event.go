@@ -1,0 +1,85 @@
+package polllease
+
+import (
+	"log/slog"
+	"time"
+)
+
+// EventKind says what happened to a lease or to the instance.
+type EventKind int
+
+const (
+	// EventAcquired: this instance took the target's lease; its poller
+	// starts.
+	EventAcquired EventKind = iota + 1
+	// EventReleased: this instance gave the lease up after its poller
+	// stopped; Reason says why.
+	EventReleased
+	// EventLost: the backend ended the lease (not renewed within its trust
+	// window, or taken); the poller stopped at once. Err says why. The
+	// target is acquired again on a later tick if it is still preferred.
+	EventLost
+	// EventUncertain: the heartbeat has failed past its trust window
+	// (HeartbeatTTL − margin after the start of the last one that
+	// succeeded), so the store may already count this instance dead: the
+	// poller is paused while the lease is kept, and no lease is acquired
+	// until a heartbeat succeeds again. One event per paused target.
+	EventUncertain
+	// EventResumed: a heartbeat succeeded again and the lease is still
+	// held, so its poller runs again.
+	EventResumed
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquired:
+		return "acquired"
+	case EventReleased:
+		return "released"
+	case EventLost:
+		return "lost"
+	case EventUncertain:
+		return "uncertain"
+	case EventResumed:
+		return "resumed"
+	}
+	return "unknown"
+}
+
+// Reason says why a lease was released.
+type Reason string
+
+const (
+	ReasonRebalance Reason = "rebalance"      // another instance is preferred for the target
+	ReasonStop      Reason = "stop"           // the Coordinator stopped
+	ReasonRemoved   Reason = "target removed" // the target left the targets set
+	ReasonManual    Reason = "manual"         // Coordinator.Release was called
+)
+
+// Event describes one change of a lease this instance holds (or held).
+type Event struct {
+	Kind     EventKind
+	Instance string // this instance's ID
+	Target   string
+	Token    uint64 // the lease's fencing token
+	Reason   Reason // for EventReleased
+	Err      error  // for EventLost and EventUncertain
+	Time     time.Time
+}
+
+// LogValue renders the event with the fields the Coordinator logs.
+func (e Event) LogValue() slog.Value {
+	attrs := []slog.Attr{
+		slog.String("kind", e.Kind.String()),
+		slog.String("instance", e.Instance),
+		slog.String("target", e.Target),
+		slog.Uint64("token", e.Token),
+	}
+	if e.Reason != "" {
+		attrs = append(attrs, slog.String("reason", string(e.Reason)))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
