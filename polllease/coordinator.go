@@ -44,6 +44,7 @@ type Coordinator struct {
 	beatOK    bool      // the last heartbeat succeeded: acquisitions allowed
 	beatFails int       // heartbeats failed in a row
 	lastBeat  time.Time // start of the last successful heartbeat
+	beatSeen  []string  // the live members the last successful heartbeat listed
 	fenced    bool      // the heartbeat trust window closed: pollers paused
 	fence     *time.Timer
 
@@ -203,7 +204,9 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 		}
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
-		err := c.cfg.Membership.Register(rctx, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
+		// Register and list in one call (one round trip where the backend
+		// implements core.Heartbeater): the reconcile tick reuses the list.
+		members, err := core.Heartbeat(rctx, c.cfg.Membership, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -213,7 +216,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 			c.beatFailed(err)
 			next = max(c.cfg.HeartbeatInterval/4, time.Millisecond)
 		} else {
-			c.beatSucceeded(start)
+			c.beatSucceeded(start, members)
 			if first {
 				first = false
 				close(firstBeat)
@@ -236,12 +239,13 @@ func (c *Coordinator) beatFailed(err error) {
 	}
 }
 
-func (c *Coordinator) beatSucceeded(start time.Time) {
+func (c *Coordinator) beatSucceeded(start time.Time, members []string) {
 	c.mu.Lock()
 	recovered := !c.beatOK && !c.lastBeat.IsZero()
 	c.beatOK = true
 	c.beatFails = 0
 	c.lastBeat = start
+	c.beatSeen = members
 	if c.running {
 		c.fence.Reset(time.Until(c.beatDeadline()))
 	}
@@ -334,10 +338,17 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		}
 		targets[t] = true
 	}
-	members, err := c.cfg.Membership.Members(tctx, c.cfg.Group)
-	if err != nil {
-		c.log.Warn("Reading members failed: tick skipped", slog.Any("error", err))
-		return
+	// The heartbeat lists the live members as it registers; a list from
+	// the last 1.5 ticks is fresh enough and saves a round trip.
+	c.mu.Lock()
+	members, listed := slices.Clone(c.beatSeen), c.lastBeat
+	c.mu.Unlock()
+	if members == nil || time.Since(listed) > c.cfg.ReconcileInterval*3/2 {
+		var err error
+		if members, err = c.cfg.Membership.Members(tctx, c.cfg.Group); err != nil {
+			c.log.Warn("Reading members failed: tick skipped", slog.Any("error", err))
+			return
+		}
 	}
 	if !slices.Contains(members, c.id) {
 		// Our heartbeat succeeded, so we are live, whatever a lagging
