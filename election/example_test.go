@@ -20,7 +20,8 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	provider, err := filelock.New(dir)
+	// The Provider's identity is what other candidates' Leader reports.
+	provider, err := filelock.New(dir, filelock.WithIdentity("node-1"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,7 +62,8 @@ func ExampleElection_Resign() {
 
 	events := make(chan election.Event, 10)
 	candidate := func(id string) (*election.Election, *filelock.Provider) {
-		provider, err := filelock.New(dir) // one per process in real life
+		// One per process in real life, with the candidate's ID.
+		provider, err := filelock.New(dir, filelock.WithIdentity(id))
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/filelock"
 )
@@ -52,9 +53,12 @@ func (s *fencedStore) leave() {
 	s.mu.Unlock()
 }
 
-func newFileProvider(t testing.TB, dir string) *filelock.Provider {
+// newFileProvider opens a Provider on dir whose holders record id, as a
+// candidate's process would: Leader and OnNewLeader then name candidates by
+// their election IDs.
+func newFileProvider(t testing.TB, dir, id string) *filelock.Provider {
 	t.Helper()
-	p, err := filelock.New(dir)
+	p, err := filelock.New(dir, filelock.WithIdentity(id))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
@@ -77,7 +81,7 @@ func TestFileAtMostOneLeader(t *testing.T) {
 	}
 	var cs []*candidate
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		p := newFileProvider(t, dir)
+		p := newFileProvider(t, dir, id)
 		cs = append(cs, start(t, p.Mutex(name), election.Config{ID: id, OnPromote: promote, ResignDelay: 10 * time.Millisecond}))
 	}
 	for range 25 {
@@ -103,10 +107,10 @@ func TestFileAtMostOneLeader(t *testing.T) {
 func TestFileLeaderGoneFollowerTakesOver(t *testing.T) {
 	dir := t.TempDir()
 	name := uniqueName(t)
-	pa := newFileProvider(t, dir)
+	pa := newFileProvider(t, dir, "a")
 	a := start(t, pa.Mutex(name), election.Config{ID: "a"})
 	ta := a.next(election.Promoted).Term
-	b := start(t, newFileProvider(t, dir).Mutex(name), election.Config{ID: "b"})
+	b := start(t, newFileProvider(t, dir, "b").Mutex(name), election.Config{ID: "b"})
 
 	require.NoError(t, pa.Close())
 	d := a.next(election.Demoted)
@@ -115,14 +119,46 @@ func TestFileLeaderGoneFollowerTakesOver(t *testing.T) {
 	assert.Greater(t, tb, ta)
 }
 
+// The file backend implements core.Inspector: a follower's Leader names
+// the leader and its term, OnNewLeader reports each new leader, and with
+// no candidate left there is no leader.
+func TestFileLeader(t *testing.T) {
+	dir := t.TempDir()
+	name := uniqueName(t)
+	seen := make(chan string, 10)
+	a := start(t, newFileProvider(t, dir, "a").Mutex(name), election.Config{ID: "a", ResignDelay: time.Hour})
+	ta := a.next(election.Promoted).Term
+	b := start(t, newFileProvider(t, dir, "b").Mutex(name), election.Config{
+		ID:              "b",
+		ObserveInterval: 5 * time.Millisecond,
+		OnNewLeader:     func(id string) { seen <- id },
+	})
+	h, err := b.e.Leader(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, core.Holder{ID: "a", Token: ta}, h)
+	assert.Equal(t, "a", <-seen)
+	assert.Equal(t, "a", b.next(election.LeaderChanged).Leader)
+
+	require.NoError(t, a.e.Resign(context.Background()))
+	tb := b.next(election.Promoted).Term
+	assert.Equal(t, "b", <-seen)
+	h, err = a.e.Leader(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, core.Holder{ID: "b", Token: tb}, h)
+
+	require.NoError(t, b.stop())
+	_, err = a.e.Leader(context.Background())
+	assert.ErrorIs(t, err, election.ErrNoLeader)
+}
+
 // A stale leader's write is refused once a later term has written.
 func TestFileStaleTermRejected(t *testing.T) {
 	dir := t.TempDir()
 	name := uniqueName(t)
 	var store fencedStore
-	a := start(t, newFileProvider(t, dir).Mutex(name), election.Config{ID: "a", ResignDelay: time.Hour})
+	a := start(t, newFileProvider(t, dir, "a").Mutex(name), election.Config{ID: "a", ResignDelay: time.Hour})
 	ta := a.next(election.Promoted).Term
-	b := start(t, newFileProvider(t, dir).Mutex(name), election.Config{ID: "b"})
+	b := start(t, newFileProvider(t, dir, "b").Mutex(name), election.Config{ID: "b"})
 	require.True(t, store.write(t, ta))
 	require.NoError(t, a.e.Resign(context.Background()))
 	tb := b.next(election.Promoted).Term
@@ -140,7 +176,7 @@ func BenchmarkFileHandover(b *testing.B) {
 	for _, id := range []string{"a", "b", "c"} {
 		var self *candidate
 		ready := make(chan struct{})
-		self = start(b, newFileProvider(b, dir).Mutex(name), election.Config{
+		self = start(b, newFileProvider(b, dir, id).Mutex(name), election.Config{
 			ID: id,
 			OnPromote: func(ctx context.Context, term uint64) {
 				<-ready

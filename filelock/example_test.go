@@ -173,3 +173,48 @@ func ExampleProvider_Members() {
 	// Output:
 	// [worker-1 worker-2]
 }
+
+// A Mutex tells anyone who holds it: the holder's identity and token.
+func ExampleWithIdentity() {
+	dir, err := os.MkdirTemp("", "example-locks")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	// Two processes in real life, each with its own identity.
+	worker, err := filelock.New(dir, filelock.WithIdentity("worker-1"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer worker.Close()
+	observer, err := filelock.New(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer observer.Close()
+
+	ctx := context.Background()
+	h, err := worker.Mutex("nightly-report").Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	insp := observer.Mutex("nightly-report").(core.Inspector)
+	who, held, err := insp.Holder(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held:", held, "by", who.ID, "with token", who.Token)
+
+	if err := h.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	_, held, err = insp.Holder(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("held:", held)
+	// Output:
+	// held: true by worker-1 with token 1
+	// held: false
+}

@@ -16,6 +16,8 @@ func lockNB(*os.File, bool) error { return unsupported() }
 
 func unlock(*os.File) error { return unsupported() }
 
+func openReadOnly(path string) (*os.File, error) { return os.Open(path) }
+
 func lockWait(*os.File) error { return unsupported() }
 
 func unsupported() error {

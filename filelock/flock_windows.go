@@ -12,10 +12,20 @@ import (
 
 const oNoFollow = 0
 
-// lockNB takes a shared or exclusive LockFileEx lock on the first byte of f
-// without waiting; it returns errLocked when another handle holds a
-// conflicting lock. Windows drops the lock when the handle is closed or the
-// process dies.
+// lockOffset is the byte that LockFileEx locks: far past any content, as
+// SQLite does, because Windows locks are mandatory for I/O on the locked
+// range and the start of a lock file holds its holder record, which the
+// holder writes and Holder reads through other handles. Locking past the
+// end of a file is allowed.
+const lockOffset = 1 << 30
+
+// lockRange is the overlapped structure naming lockOffset.
+func lockRange() *windows.Overlapped { return &windows.Overlapped{Offset: lockOffset} }
+
+// lockNB takes a shared or exclusive LockFileEx lock on the byte at
+// lockOffset of f without waiting; it returns errLocked when another handle
+// holds a conflicting lock. Windows drops the lock when the handle is closed
+// or the process dies.
 func lockNB(f *os.File, shared bool) error {
 	flags := uint32(windows.LOCKFILE_FAIL_IMMEDIATELY)
 	if !shared {
@@ -23,6 +33,9 @@ func lockNB(f *os.File, shared bool) error {
 	}
 	return lockFileEx(f, flags)
 }
+
+// openReadOnly opens an existing lock file read-only for Holder.
+func openReadOnly(path string) (*os.File, error) { return os.Open(path) }
 
 // unlock drops f's lock.
 func unlock(f *os.File) error {
@@ -32,7 +45,7 @@ func unlock(f *os.File) error {
 	}
 	var uerr error
 	if err := rc.Control(func(fd uintptr) {
-		uerr = windows.UnlockFileEx(windows.Handle(fd), 0, 1, 0, &windows.Overlapped{})
+		uerr = windows.UnlockFileEx(windows.Handle(fd), 0, 1, 0, lockRange())
 	}); err != nil {
 		return err
 	}
@@ -49,7 +62,7 @@ func lockFileEx(f *os.File, flags uint32) error {
 	}
 	var lerr error
 	err = rc.Control(func(fd uintptr) {
-		lerr = windows.LockFileEx(windows.Handle(fd), flags, 0, 1, 0, &windows.Overlapped{})
+		lerr = windows.LockFileEx(windows.Handle(fd), flags, 0, 1, 0, lockRange())
 	})
 	if err != nil {
 		return err

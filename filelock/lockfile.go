@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/distlock/distlock/core"
 )
@@ -38,8 +39,12 @@ type lockFile struct {
 	// keeps while it holds the lock. Closing it, on release or when the
 	// process dies, is the IN_CLOSE_WRITE event that wakes waiters in
 	// every process. Attempts open lock files read-only, so a failed
-	// attempt wakes nobody.
+	// attempt wakes nobody. A Mutex holder or RWMutex writer also writes
+	// its holder record through it (see inspector.go).
 	signal *os.File
+	// recorded is set once a holder record was written: release clears it
+	// before unlocking.
+	recorded bool
 }
 
 // tryLock opens path, creating it (and its directory) if needed, and takes a
@@ -111,9 +116,39 @@ func openLockFile(path string, flag int) (*os.File, error) {
 	return f, err
 }
 
-// release unlocks the file, then signals waiters. The file stays for the
-// next holder.
+// clearStale empties a lock file that still holds the record of a holder
+// that died without releasing, so that Holder stops naming it, and reports
+// whether the file can take this holder's record: it is empty and open for
+// writing. The size is that of the locked descriptor, read after locking,
+// and only a holder writes the file.
+func (l *lockFile) clearStale() bool {
+	if l.signal == nil {
+		return false
+	}
+	return l.info.Size() == 0 || l.signal.Truncate(0) == nil
+}
+
+// writeHolder writes the holder record, "<id>\n<token>\n", into the empty
+// lock file with one write. It is best effort: a holder whose record could
+// not be written still holds the lock, and Holder reports the lock free.
+// Writing is IN_MODIFY, which wakes nobody.
+func (l *lockFile) writeHolder(id string, token uint64) {
+	rec := make([]byte, 0, len(id)+22)
+	rec = append(append(rec, id...), '\n')
+	rec = append(strconv.AppendUint(rec, token, 10), '\n')
+	l.recorded = true
+	_, _ = l.signal.WriteAt(rec, 0)
+}
+
+// release clears the holder record, unlocks the file, then signals waiters.
+// The file stays for the next holder.
 func (l *lockFile) release() error {
+	if l.recorded {
+		// While still locked: a record in a file that is not locked is
+		// then always a dead holder's. If this fails, Holder's probe
+		// still sees the lock free.
+		_ = l.signal.Truncate(0)
+	}
 	err := l.f.Close()
 	if l.signal != nil {
 		_ = l.signal.Close()

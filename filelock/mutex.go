@@ -7,7 +7,8 @@ import (
 	"github.com/distlock/distlock/core"
 )
 
-// mutex is an exclusive lock on the file <dir>/mutex/<safe name>.lock.
+// mutex is an exclusive lock on the file <dir>/mutex/<safe name>.lock. Its
+// holder records itself in the file for Holder (inspector.go).
 type mutex struct {
 	p    *Provider
 	name string
@@ -18,9 +19,9 @@ func (m *mutex) Name() string { return m.name }
 
 // TryAcquire makes one attempt without waiting: about ten system calls (open
 // and flock the lock file, check it is still the one at the path, open its
-// signal descriptor, update the fencing counter), and no file creation once
-// the lock file exists. A held lock gives an error matching
-// core.ErrNotAcquired at once.
+// signal descriptor, update the fencing counter, write the holder record),
+// and no file creation once the lock file exists. A held lock gives an error
+// matching core.ErrNotAcquired at once.
 func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if err := m.p.begin(ctx, m.name); err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func (m *mutex) try(context.Context) (core.Handle, time.Duration, error) {
 	if err != nil {
 		return nil, 0, attemptError(m.name, err, "held by another handle or process")
 	}
-	return m.p.grant(m.name, m.base, lf)
+	return m.p.grant(m.name, m.base, lf, true)
 }
 
 // attemptError turns a tryLock error into the error an attempt returns.

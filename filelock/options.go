@@ -1,6 +1,7 @@
 package filelock
 
 import (
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -13,6 +14,7 @@ type options struct {
 	backoff       core.Backoff
 	checkInterval time.Duration
 	notify        bool
+	identity      string
 }
 
 // Defaults, in one place.
@@ -27,6 +29,7 @@ func defaults() options {
 		// replacement when no notification says so.
 		checkInterval: time.Second,
 		notify:        true,
+		identity:      core.DefaultIdentity(),
 	}
 }
 
@@ -36,6 +39,12 @@ func (o options) validate() error {
 		return core.Invalid("filelock: backoff needs 0 < Min ≤ Max, got %v, %v", o.backoff.Min, o.backoff.Max)
 	case o.checkInterval <= 0:
 		return core.Invalid("filelock: check interval must be positive, got %v", o.checkInterval)
+	case o.identity == "":
+		return core.Invalid("filelock: empty identity")
+	case strings.ContainsRune(o.identity, '\n'):
+		return core.Invalid("filelock: identity %q contains a newline", o.identity)
+	case len(o.identity) > MaxIdentity:
+		return core.Invalid("filelock: identity is %d bytes, more than %d", len(o.identity), MaxIdentity)
 	}
 	return nil
 }
@@ -54,6 +63,19 @@ func WithBackoff(b core.Backoff) Option {
 // it. Default 1 s. Each check costs one stat per held lock.
 func WithCheckInterval(d time.Duration) Option {
 	return func(o *options) { o.checkInterval = d }
+}
+
+// MaxIdentity is the longest identity, in bytes, that WithIdentity accepts.
+const MaxIdentity = 1024
+
+// WithIdentity sets the identity this Provider's holders record in their
+// lock files, which core.Inspector (Holder) reports to everyone: a Mutex's
+// holder, or an RWMutex's writer. Give each process its own, and give an
+// election candidate the same ID as its election.Config. It must be
+// non-empty, at most MaxIdentity bytes and without a newline. Default
+// core.DefaultIdentity() ("hostname-pid").
+func WithIdentity(id string) Option {
+	return func(o *options) { o.identity = id }
 }
 
 // withoutNotify turns off the directory watcher, so waiting falls back to

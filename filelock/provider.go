@@ -42,6 +42,7 @@ var errClosed = errors.New("filelock: provider closed")
 // it.
 type Provider struct {
 	dir      string
+	id       string // recorded in lock files for Holder
 	backoff  core.Backoff
 	now      func() time.Time // the clock of membership expiry
 	notifier core.Notifier
@@ -90,6 +91,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	}
 	p := &Provider{
 		dir:     abs,
+		id:      o.identity,
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
@@ -244,12 +246,20 @@ func (p *Provider) watch(dir string) {
 }
 
 // grant turns a locked file into a handle: it takes the next fencing token
-// and starts watching the file for loss. On failure it unlocks the file.
-func (p *Provider) grant(name, key string, lf *lockFile) (core.Handle, time.Duration, error) {
+// and starts watching the file for loss. With record, for an exclusive
+// holder that Holder reports, it writes the holder record into the lock
+// file (see inspector.go). On failure it unlocks the file.
+func (p *Provider) grant(name, key string, lf *lockFile, record bool) (core.Handle, time.Duration, error) {
+	// Clear a dead holder's record first, so Holder stops naming it as
+	// soon as it can.
+	record = record && lf.clearStale()
 	token, err := nextFence(key + ".ctr")
 	if err != nil {
 		_ = lf.release()
 		return nil, 0, opError("acquire", name, fmt.Errorf("fencing counter: %w", classify(err)))
+	}
+	if record {
+		lf.writeHolder(p.id, token)
 	}
 	start := time.Now()
 	h := &handle{p: p, name: name, key: key, file: lf}

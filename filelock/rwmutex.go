@@ -66,8 +66,8 @@ func (l *rwmutex) tryWrite(gate *gateHold) (core.Handle, time.Duration, error) {
 	}
 	// The gate stays held across failed attempts. Once granted, the
 	// caller's deferred drop gives it back, and readers queue behind the
-	// lock itself again.
-	return l.p.grant(l.name, l.base, lf)
+	// lock itself again. The writer records itself for Holder.
+	return l.p.grant(l.name, l.base, lf, true)
 }
 
 // gateHold is the gate a waiting writer holds between attempts.
@@ -121,5 +121,6 @@ func (r reader) try(context.Context) (core.Handle, time.Duration, error) {
 	if err != nil {
 		return nil, 0, attemptError(l.name, err, "a writer holds it")
 	}
-	return l.p.grant(l.name, l.base, lf)
+	// Readers share the file and record nothing.
+	return l.p.grant(l.name, l.base, lf, false)
 }

@@ -55,7 +55,7 @@ func (s *semaphore) try(context.Context) (core.Handle, time.Duration, error) {
 		if err != nil {
 			return nil, 0, attemptError(s.name, err, "")
 		}
-		return s.p.grant(s.name, s.base, lf)
+		return s.p.grant(s.name, s.base, lf, false)
 	}
 	return nil, 0, busy(s.name, fmt.Sprintf("all %d slots are held", s.max))
 }

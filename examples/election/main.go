@@ -39,7 +39,9 @@ func main() {
 }
 
 func run(log *slog.Logger, dir, name, id string, priority int) error {
-	provider, err := filelock.New(dir)
+	// The Provider records id in the lock file while this candidate leads,
+	// so the followers' OnNewLeader and LeaderChanged events name it.
+	provider, err := filelock.New(dir, filelock.WithIdentity(id))
 	if err != nil {
 		return err
 	}
@@ -52,6 +54,8 @@ func run(log *slog.Logger, dir, name, id string, priority int) error {
 		OnDemote:  func() { log.Info("stepped down") },
 		OnEvent: func(ev election.Event) {
 			switch ev.Kind {
+			case election.LeaderChanged:
+				log.Info("new leader", "leader", ev.Leader)
 			case election.Demoted:
 				log.Info("term ended", "term", ev.Term, "why", ev.Err)
 			case election.CampaignFailed, election.ReleaseFailed:
