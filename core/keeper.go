@@ -19,8 +19,8 @@ type KeeperConfig struct {
 	Interval time.Duration
 	// Margin is subtracted from the TTL to allow for clock drift and the
 	// latency of the renewal itself: a lease is trusted until the start of
-	// its last successful renewal (or of the acquire) + TTL − Margin.
-	// Default TTL/10.
+	// its last successful renewal (or of the acquire) + TTL − Margin. Zero
+	// is a valid margin; backends choose their default (TTL/10 is common).
 	Margin time.Duration
 	// Renew renews a batch of leases in as few round trips as the backend
 	// allows and returns one error per lease, in order: nil when renewed, an
@@ -47,6 +47,7 @@ type Keeper struct {
 	leases  map[*Lease]struct{}
 	running bool
 	closed  bool
+	wake    time.Time // when the goroutine next looks, as it planned it
 	kick    chan struct{}
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -78,9 +79,6 @@ func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = cfg.TTL / 3
 	}
-	if cfg.Margin == 0 {
-		cfg.Margin = cfg.TTL / 10
-	}
 	switch {
 	case cfg.Interval < 0 || (cfg.TTL > 0 && cfg.Interval >= cfg.TTL-cfg.Margin):
 		return nil, Invalid("keeper: interval %v must be positive and shorter than TTL − margin (%v)", cfg.Interval, cfg.TTL-cfg.Margin)
@@ -103,8 +101,14 @@ func (k *Keeper) TTL() time.Duration { return k.cfg.TTL }
 // Keep starts renewing h's lease. start is when the acquire that granted it
 // began: the first trust window ends at start + TTL − Margin. Releasing h
 // stops the renewal. After Close, Keep marks h lost at once.
+//
+// Keep is cheap: a map insert. The first renewal falls on a grid of
+// half-interval slots (early, never late), so leases granted close together
+// are renewed in one batch, and the renewal goroutine is only woken when the
+// new lease is due before the moment it already planned to look.
 func (k *Keeper) Keep(h *BaseHandle, start time.Time, data any) *Lease {
-	l := &Lease{Handle: h, Data: data, next: start.Add(k.cfg.Interval)}
+	slot := max(k.cfg.Interval/2, time.Millisecond)
+	l := &Lease{Handle: h, Data: data, next: start.Add(k.cfg.Interval).Truncate(slot)}
 	if k.cfg.TTL > 0 {
 		l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
 	}
@@ -115,18 +119,26 @@ func (k *Keeper) Keep(h *BaseHandle, start time.Time, data any) *Lease {
 		return l
 	}
 	k.leases[l] = struct{}{}
-	if !k.running {
+	kick := false
+	switch {
+	case !k.running:
 		k.running = true
+		k.wake = l.next
 		k.wg.Add(1)
 		go k.run()
+	case l.next.Before(k.wake):
+		k.wake = l.next
+		kick = true
 	}
 	k.mu.Unlock()
 	if !h.setStopLease(func() { k.drop(l) }) {
 		k.drop(l) // released already
 	}
-	select {
-	case k.kick <- struct{}{}:
-	default:
+	if kick {
+		select {
+		case k.kick <- struct{}{}:
+		default:
+		}
 	}
 	return l
 }
@@ -212,6 +224,9 @@ func (k *Keeper) run() {
 			if !l.deadline.IsZero() && l.deadline.Before(wake) {
 				wake = l.deadline
 			}
+		}
+		if len(batch) == 0 && len(expired) == 0 {
+			k.wake = wake
 		}
 		k.mu.Unlock()
 

@@ -166,7 +166,9 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		prefix:  "$KV." + cfg.bucket + ".",
 		watches: make(map[string]*watch),
 	}
-	p.keeper, err = core.NewKeeper(core.KeeperConfig{TTL: cfg.ttl, Renew: p.renew})
+	// Trust a lease until TTL/10 before the server could expire it: room
+	// for clock drift and for the renewal's own round trip.
+	p.keeper, err = core.NewKeeper(core.KeeperConfig{TTL: cfg.ttl, Margin: cfg.ttl / 10, Renew: p.renew})
 	if err != nil {
 		return nil, err
 	}

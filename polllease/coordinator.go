@@ -44,7 +44,6 @@ type Coordinator struct {
 	beatOK    bool      // the last heartbeat succeeded: acquisitions allowed
 	beatFails int       // heartbeats failed in a row
 	lastBeat  time.Time // start of the last successful heartbeat
-	beatSeen  []string  // the live members the last successful heartbeat listed
 	fenced    bool      // the heartbeat trust window closed: pollers paused
 	fence     *time.Timer
 
@@ -204,9 +203,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 		}
 		start := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
-		// Register and list in one call (one round trip where the backend
-		// implements core.Heartbeater): the reconcile tick reuses the list.
-		members, err := core.Heartbeat(rctx, c.cfg.Membership, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
+		err := c.cfg.Membership.Register(rctx, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -216,7 +213,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 			c.beatFailed(err)
 			next = max(c.cfg.HeartbeatInterval/4, time.Millisecond)
 		} else {
-			c.beatSucceeded(start, members)
+			c.beatSucceeded(start)
 			if first {
 				first = false
 				close(firstBeat)
@@ -239,13 +236,12 @@ func (c *Coordinator) beatFailed(err error) {
 	}
 }
 
-func (c *Coordinator) beatSucceeded(start time.Time, members []string) {
+func (c *Coordinator) beatSucceeded(start time.Time) {
 	c.mu.Lock()
 	recovered := !c.beatOK && !c.lastBeat.IsZero()
 	c.beatOK = true
 	c.beatFails = 0
 	c.lastBeat = start
-	c.beatSeen = members
 	if c.running {
 		c.fence.Reset(time.Until(c.beatDeadline()))
 	}
@@ -338,17 +334,10 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		}
 		targets[t] = true
 	}
-	// The heartbeat lists the live members as it registers; a list from
-	// the last 1.5 ticks is fresh enough and saves a round trip.
-	c.mu.Lock()
-	members, listed := slices.Clone(c.beatSeen), c.lastBeat
-	c.mu.Unlock()
-	if members == nil || time.Since(listed) > c.cfg.ReconcileInterval*3/2 {
-		var err error
-		if members, err = c.cfg.Membership.Members(tctx, c.cfg.Group); err != nil {
-			c.log.Warn("Reading members failed: tick skipped", slog.Any("error", err))
-			return
-		}
+	members, err := c.cfg.Membership.Members(tctx, c.cfg.Group)
+	if err != nil {
+		c.log.Warn("Reading members failed: tick skipped", slog.Any("error", err))
+		return
 	}
 	if !slices.Contains(members, c.id) {
 		// Our heartbeat succeeded, so we are live, whatever a lagging

@@ -79,7 +79,7 @@ type memProvider struct {
 
 func newMemProvider(t testing.TB, s *memStore, id string, ttl time.Duration) *memProvider {
 	p := &memProvider{s: s, id: id, ttl: ttl}
-	k, err := core.NewKeeper(core.KeeperConfig{TTL: ttl, Renew: p.renew})
+	k, err := core.NewKeeper(core.KeeperConfig{TTL: ttl, Margin: ttl / 10, Renew: p.renew})
 	if err != nil {
 		t.Fatal(err)
 	}

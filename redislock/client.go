@@ -1,0 +1,437 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// Kind is the kind of grant a Lock names.
+type Kind uint8
+
+// The kinds of grant. A mutex, a reader-writer lock and a semaphore with the
+// same name live under distinct keys: they are distinct locks. Their tokens
+// all derive from the server's clock, so they increase across kinds too.
+const (
+	KindMutex     Kind = iota + 1 // exclusive lock in a plain key
+	KindWrite                     // write side of a reader-writer lock
+	KindRead                      // read side of a reader-writer lock
+	KindSemaphore                 // one of Max slots
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindMutex:
+		return "mutex"
+	case KindWrite:
+		return "write"
+	case KindRead:
+		return "read"
+	case KindSemaphore:
+		return "semaphore"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Lock names one lock on a server.
+type Lock struct {
+	Kind Kind
+	Name string
+	Max  int // semaphore size; ignored by the other kinds
+
+	safe string // core.SafeName(Name), when computed ahead
+}
+
+func (l Lock) validate() error {
+	if err := core.ValidateName(l.Name); err != nil {
+		return err
+	}
+	switch l.Kind {
+	case KindMutex, KindWrite, KindRead:
+		return nil
+	case KindSemaphore:
+		if l.Max < 1 {
+			return core.Invalid("semaphore max %d < 1", l.Max)
+		}
+		return nil
+	}
+	return core.Invalid("unknown lock kind %v", l.Kind)
+}
+
+// Grant is one held grant: the lock and the owner value that holds it.
+type Grant struct {
+	Lock  Lock
+	Owner string
+}
+
+// Result is the outcome of one acquire attempt.
+type Result struct {
+	// Acquired reports whether the grant was made.
+	Acquired bool
+	// Token is the grant's fencing token when Acquired.
+	Token uint64
+	// RetryIn, when not Acquired, is the longest it is worth waiting before
+	// trying again: the holder's remaining TTL, or the time until the first
+	// semaphore slot or reader expires. Zero when unknown.
+	RetryIn time.Duration
+}
+
+// NewOwner returns a fresh 128-bit random owner value. Every acquire call
+// uses its own, which is what makes locks non-reentrant and a stale handle's
+// release harmless.
+func NewOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
+}
+
+// Client runs the lock operations against one Redis deployment (a server,
+// or a cluster through *redis.ClusterClient): every operation is one Lua
+// script call, one round trip, and the renewal of many grants is one
+// pipeline. It keeps no state of its own besides its key prefix: waiting,
+// renewal on a cadence and handles live in Provider. Client is the layer a
+// multi-server algorithm such as RedLock drives once per server.
+//
+// Keys: a lock named N lives under prefix + "{" + core.SafeName(N) + "}:"
+// followed by "mutex" (holder and token), "mutex:q", "mutex:qx" and
+// "mutex:qt" (the mutex wait queue), "rw:w" (writer), "rw:r" (readers, a
+// sorted set), "rw:wait" (writer-waiting marker), "sem" (semaphore holders,
+// a sorted set) or "fence" (last token of the RW lock and semaphore). The
+// {hash tag} puts all keys of a name in one Redis Cluster slot. Every key
+// carries a TTL and releases delete what they can: no key outlives the last
+// grant of a name by more than a TTL, and a name nobody holds or waits for
+// has no keys at all.
+type Client struct {
+	rdb    redis.UniversalClient
+	prefix string
+	inbox  string
+}
+
+// NewClient returns a Client on rdb whose keys start with prefix. It does no
+// I/O. A nil rdb fails with core.ErrInvalidArgument.
+func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
+	if isNil(rdb) {
+		return nil, core.Invalid("redislock: nil redis client")
+	}
+	c := &Client{rdb: rdb, prefix: prefix}
+	c.inbox = c.Channel()
+	return c, nil
+}
+
+// WithInbox returns a copy of c whose mutex waits ask for handoffs to be
+// announced on channel instead of Channel: a process that subscribes to a
+// channel of its own then hears only about its own handoffs. Provider gives
+// each instance one.
+func (c *Client) WithInbox(channel string) *Client {
+	cc := *c
+	cc.inbox = channel
+	return &cc
+}
+
+// Inbox is the channel on which handoffs of mutexes this Client waits for
+// are announced (Channel unless set by WithInbox).
+func (c *Client) Inbox() string { return c.inbox }
+
+func isNil(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
+// Redis returns the client's driver.
+func (c *Client) Redis() redis.UniversalClient { return c.rdb }
+
+// Channel is the pub/sub channel on which releases of reader-writer locks
+// and semaphores are announced. The message is the WakeKey of the lock that
+// may have become free. Mutex handoffs go to the waiter's Inbox.
+func (c *Client) Channel() string { return c.prefix + "wake" }
+
+func (c *Client) base(l Lock) string {
+	safe := l.safe
+	if safe == "" {
+		safe = core.SafeName(l.Name)
+	}
+	return c.prefix + "{" + safe + "}:"
+}
+
+// WakeKey is what a release of l publishes on Channel: both sides of a
+// reader-writer lock share one.
+func (c *Client) WakeKey(l Lock) string {
+	switch l.Kind {
+	case KindWrite, KindRead:
+		return c.base(l) + "rw"
+	}
+	return c.Key(l)
+}
+
+// HandoffKey identifies the handoff of mutex l to the waiter owner: a
+// release that hands the lock over publishes HandoffKey + "#" + token on
+// the waiter's Inbox (see ParseHandoff).
+func (c *Client) HandoffKey(l Lock, owner string) string {
+	return c.WakeKey(l) + "#" + owner
+}
+
+// ParseHandoff splits a message published on Channel into the key waiters
+// listen on (a WakeKey or a HandoffKey) and, for a handoff, the fencing
+// token granted with it (0 otherwise).
+func ParseHandoff(msg string) (key string, token uint64) {
+	i := strings.LastIndexByte(msg, '#')
+	if i < 0 || !strings.Contains(msg[:i], "#") {
+		return msg, 0
+	}
+	tok, err := strconv.ParseUint(msg[i+1:], 10, 64)
+	if err != nil || tok == 0 {
+		return msg, 0
+	}
+	return msg[:i], tok
+}
+
+// Key returns the key that holds l's grants.
+func (c *Client) Key(l Lock) string {
+	b := c.base(l)
+	switch l.Kind {
+	case KindWrite:
+		return b + "rw:w"
+	case KindRead:
+		return b + "rw:r"
+	case KindSemaphore:
+		return b + "sem"
+	}
+	return b + "mutex"
+}
+
+func (c *Client) fenceKey(l Lock) string { return c.base(l) + "fence" }
+
+// mutexKeys are the keys of the mutex scripts: the lock, and the wait
+// queue's arrivals, entry expiries and TTLs. A mutex keeps its token in its
+// lock key and needs no fence key.
+func (c *Client) mutexKeys(l Lock) []string {
+	b := c.base(l)
+	return []string{b + "mutex", b + "mutex:q", b + "mutex:qx", b + "mutex:qt"}
+}
+
+// rwKeys are the keys of the RW scripts: writer, readers, marker, fence.
+func (c *Client) rwKeys(l Lock) []string {
+	b := c.base(l)
+	return []string{b + "rw:w", b + "rw:r", b + "rw:wait", b + "fence"}
+}
+
+// Acquire makes one attempt to grant l to owner for ttl: one script call.
+// wait > 0 says the caller is waiting and will try again within wait. A
+// mutex waiter then joins the lock's FIFO wait queue (or refreshes its
+// entry): a release hands the lock straight to the first live waiter, for
+// that waiter's TTL, and publishes the handoff on the waiter's Inbox (see
+// HandoffKey); a waiter that missed the message claims the lock with its
+// next Acquire. A writer
+// that finds the lock busy marks itself waiting, which keeps new readers
+// out (writer preference). Waiters must call Withdraw when they give up. A
+// retry with the same
+// owner after a lost reply returns the grant already made. The error is the
+// driver's (or core.ErrInvalidName / ErrInvalidArgument for a bad l or ttl,
+// before any I/O); a busy lock is a Result, not an error.
+func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
+	if err := l.validate(); err != nil {
+		return Result{}, err
+	}
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
+	}
+	var cmd *redis.Cmd
+	switch l.Kind {
+	case KindMutex:
+		cmd = scriptMutexAcquire.Run(ctx, c.rdb, c.mutexKeys(l), owner, ms, max(wait.Milliseconds(), 0), c.inbox)
+	case KindWrite:
+		waiting, markMS := 0, max(wait.Milliseconds(), 1)
+		if wait > 0 {
+			waiting = 1
+		}
+		cmd = scriptWriteAcquire.Run(ctx, c.rdb, c.rwKeys(l), owner, ms, waiting, markMS)
+	case KindRead:
+		cmd = scriptReadAcquire.Run(ctx, c.rdb, c.rwKeys(l), owner, ms)
+	case KindSemaphore:
+		cmd = scriptSemAcquire.Run(ctx, c.rdb, []string{c.Key(l), c.fenceKey(l)}, owner, ms, l.Max)
+	}
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return Result{}, err
+	}
+	if len(v) != 2 {
+		return Result{}, fmt.Errorf("redislock: unexpected acquire reply %v", v)
+	}
+	if v[0] == 1 {
+		return Result{Acquired: true, Token: uint64(v[1])}, nil
+	}
+	return Result{RetryIn: time.Duration(v[1]) * time.Millisecond}, nil
+}
+
+// Extend pushes g's expiry to ttl from now: one script call. It returns nil
+// when extended, an error matching core.ErrLockLost when the grant is gone
+// or held by another owner, and the driver's error otherwise.
+func (c *Client) Extend(ctx context.Context, g Grant, ttl time.Duration) error {
+	return c.ExtendAll(ctx, []Grant{g}, ttl)[0]
+}
+
+// ExtendAll extends many grants in one pipeline (one round trip per server
+// of a cluster) and returns one error per grant, in order, as Extend does.
+func (c *Client) ExtendAll(ctx context.Context, gs []Grant, ttl time.Duration) []error {
+	ms := ttl.Milliseconds()
+	cmds := c.pipelined(ctx, len(gs), func(i int) (*redis.Script, []string, []any) {
+		g := gs[i]
+		s := scriptKeyExtend
+		if g.Lock.Kind == KindRead || g.Lock.Kind == KindSemaphore {
+			s = scriptZsetExtend
+		}
+		return s, []string{c.Key(g.Lock)}, []any{g.Owner, ms}
+	})
+	errs := make([]error, len(gs))
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n != 1:
+			errs[i] = fmt.Errorf("%w: %s key %s is gone or held by another owner", core.ErrLockLost, gs[i].Lock.Kind, c.Key(gs[i].Lock))
+		}
+	}
+	return errs
+}
+
+// pipelined sends n script calls in one pipeline by SHA and re-sends, by
+// source, the ones the server did not know (its script cache was flushed or
+// it restarted).
+func (c *Client) pipelined(ctx context.Context, n int, call func(i int) (*redis.Script, []string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	send := func(idx []int, bySHA bool) {
+		pipe := c.rdb.Pipeline()
+		for _, i := range idx {
+			s, keys, args := call(i)
+			if bySHA {
+				cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
+			} else {
+				cmds[i] = s.Eval(ctx, pipe, keys, args...)
+			}
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	send(all, true)
+	var missing []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		send(missing, false)
+	}
+	return cmds
+}
+
+// Release gives g up and, when it was still held, announces the release on
+// Channel so waiters try at once: one script call. It reports whether g was
+// still held; a grant that expired or was taken over is left alone.
+func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
+	var cmd *redis.Cmd
+	switch g.Lock.Kind {
+	case KindMutex:
+		cmd = scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 0)
+	case KindRead, KindSemaphore:
+		onlyLast := 0
+		if g.Lock.Kind == KindRead {
+			onlyLast = 1 // only writers wait on readers
+		}
+		cmd = scriptZsetRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.fenceKey(g.Lock)},
+			g.Owner, c.Channel(), c.WakeKey(g.Lock), onlyLast)
+	default:
+		cmd = scriptKeyRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.fenceKey(g.Lock)},
+			g.Owner, c.Channel(), c.WakeKey(g.Lock))
+	}
+	n, err := cmd.Int64()
+	return n == 1, err
+}
+
+// Withdraw is for a waiter that gives up: one script call. A mutex waiter
+// leaves the wait queue, and a lock handed to it meanwhile is released
+// (handed on). A writer's writer-waiting marker is removed and the readers
+// it held back are woken. It does nothing for the other kinds.
+func (c *Client) Withdraw(ctx context.Context, g Grant) error {
+	switch g.Lock.Kind {
+	case KindMutex:
+		return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 1).Err()
+	case KindWrite:
+	default:
+		return nil
+	}
+	keys := c.rwKeys(g.Lock)
+	return scriptWithdraw.Run(ctx, c.rdb, keys[2:3], g.Owner, c.Channel(), c.WakeKey(g.Lock)).Err()
+}
+
+func (c *Client) groupKey(group string) string { return c.base(Lock{Name: group}) + "members" }
+
+// Register adds id to group, or refreshes it, for ttl by the server's clock:
+// one script call.
+func (c *Client) Register(ctx context.Context, group, id string, ttl time.Duration) error {
+	if err := validMember(group, id); err != nil {
+		return err
+	}
+	if ttl.Milliseconds() < 1 {
+		return core.Invalid("membership ttl %v is under a millisecond", ttl)
+	}
+	return scriptMemberRegister.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()).Err()
+}
+
+// Deregister removes id from group: one command. An absent id is not an error.
+func (c *Client) Deregister(ctx context.Context, group, id string) error {
+	if err := validMember(group, id); err != nil {
+		return err
+	}
+	return c.rdb.ZRem(ctx, c.groupKey(group), id).Err()
+}
+
+// Members lists the live ids of group, sorted, by the server's clock: one
+// script call.
+func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
+	if err := core.ValidateName(group); err != nil {
+		return nil, err
+	}
+	ids, err := scriptMemberList.Run(ctx, c.rdb, []string{c.groupKey(group)}).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+func validMember(group, id string) error {
+	if err := core.ValidateName(group); err != nil {
+		return err
+	}
+	if id == "" {
+		return core.Invalid("empty member id")
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package redislock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newClient(t *testing.T) *Client {
+	t.Helper()
+	c, err := NewClient(newRedis(t, redisAddr(t)), uniquePrefix())
+	require.NoError(t, err)
+	return c
+}
+
+func TestClientRetriedAcquireKeepsTheGrant(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	for _, l := range []Lock{
+		{Kind: KindMutex, Name: "m"},
+		{Kind: KindWrite, Name: "w"},
+		{Kind: KindRead, Name: "r"},
+		{Kind: KindSemaphore, Name: "s", Max: 1},
+	} {
+		t.Run(l.Kind.String(), func(t *testing.T) {
+			owner := NewOwner()
+			first, err := c.Acquire(ctx, l, owner, time.Minute, 0)
+			require.NoError(t, err)
+			require.True(t, first.Acquired)
+			// The driver resends a request whose reply it lost: same owner.
+			again, err := c.Acquire(ctx, l, owner, time.Minute, 0)
+			require.NoError(t, err)
+			require.True(t, again.Acquired)
+			assert.GreaterOrEqual(t, again.Token, first.Token)
+
+			otherOwner := NewOwner()
+			other, err := c.Acquire(ctx, l, otherOwner, time.Minute, 0)
+			require.NoError(t, err)
+			if l.Kind == KindRead {
+				assert.True(t, other.Acquired, "readers share")
+				_, err = c.Release(ctx, Grant{Lock: l, Owner: otherOwner})
+				require.NoError(t, err)
+			} else {
+				assert.False(t, other.Acquired)
+				assert.Positive(t, other.RetryIn, "busy answers say how long the holder has left")
+			}
+			released, err := c.Release(ctx, Grant{Lock: l, Owner: owner})
+			require.NoError(t, err)
+			assert.True(t, released)
+			released, err = c.Release(ctx, Grant{Lock: l, Owner: owner})
+			require.NoError(t, err)
+			assert.False(t, released, "a second release finds nothing")
+		})
+	}
+}
+
+func TestClientMutexQueueIsFIFO(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	l := Lock{Kind: KindMutex, Name: "q"}
+	holder, w1, w2, w3 := NewOwner(), NewOwner(), NewOwner(), NewOwner()
+	acquire := func(owner string, wait time.Duration) Result {
+		t.Helper()
+		r, err := c.Acquire(ctx, l, owner, time.Minute, wait)
+		require.NoError(t, err)
+		return r
+	}
+	require.True(t, acquire(holder, 0).Acquired)
+	for _, w := range []string{w1, w2, w3} {
+		require.False(t, acquire(w, time.Minute).Acquired)
+	}
+
+	// The release hands the lock to w1 at once; nobody else gets in.
+	sub := c.Redis().Subscribe(ctx, c.Channel())
+	defer sub.Close()
+	_, err := sub.Receive(ctx)
+	require.NoError(t, err)
+	ok, err := c.Release(ctx, Grant{Lock: l, Owner: holder})
+	require.NoError(t, err)
+	require.True(t, ok)
+	msg, err := sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	key, token := ParseHandoff(msg.Payload)
+	assert.Equal(t, c.HandoffKey(l, w1), key)
+	assert.Positive(t, token)
+	assert.True(t, strings.HasPrefix(c.Redis().Get(ctx, c.Key(l)).Val(), w1+":"), "held by w1")
+	assert.False(t, acquire(NewOwner(), 0).Acquired, "TryAcquire does not jump the queue")
+	assert.False(t, acquire(w3, time.Minute).Acquired, "nor does a later waiter")
+
+	// w2 gives up; w1's release skips it.
+	require.NoError(t, c.Withdraw(ctx, Grant{Lock: l, Owner: w2}))
+	ok, err = c.Release(ctx, Grant{Lock: l, Owner: w1})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.True(t, strings.HasPrefix(c.Redis().Get(ctx, c.Key(l)).Val(), w3+":"), "held by w3")
+	r := acquire(w3, time.Minute)
+	require.True(t, r.Acquired, "a waiter that missed the message claims the lock")
+	assert.Greater(t, r.Token, token)
+	assert.Equal(t, r.Token, acquire(w3, time.Minute).Token, "claiming twice keeps the token")
+
+	// A waiter that stops refreshing its entry is skipped.
+	w4 := NewOwner()
+	require.False(t, acquire(w4, 20*time.Millisecond).Acquired)
+	time.Sleep(50 * time.Millisecond) // let w4's entry expire: that is the event under test
+	ok, err = c.Release(ctx, Grant{Lock: l, Owner: w3})
+	require.NoError(t, err)
+	require.True(t, ok)
+	assert.Zero(t, c.Redis().Exists(ctx, c.Key(l)).Val(), "nobody left to hand the lock to")
+}
+
+func TestClientWithdrawAfterHandoffReleases(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	l := Lock{Kind: KindMutex, Name: "w"}
+	holder, w1 := NewOwner(), NewOwner()
+	r, err := c.Acquire(ctx, l, holder, time.Minute, 0)
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	r, err = c.Acquire(ctx, l, w1, time.Minute, time.Minute)
+	require.NoError(t, err)
+	require.False(t, r.Acquired)
+	_, err = c.Release(ctx, Grant{Lock: l, Owner: holder})
+	require.NoError(t, err)
+	// w1 gave up just as the lock was handed to it: withdrawing frees it.
+	require.NoError(t, c.Withdraw(ctx, Grant{Lock: l, Owner: w1}))
+	assert.Zero(t, c.Redis().Exists(ctx, c.Key(l)).Val())
+}
+
+func TestClientExtendAll(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	var gs []Grant
+	for _, l := range []Lock{
+		{Kind: KindMutex, Name: "a"}, {Kind: KindMutex, Name: "b"},
+		{Kind: KindRead, Name: "c"}, {Kind: KindSemaphore, Name: "d", Max: 2},
+	} {
+		g := Grant{Lock: l, Owner: NewOwner()}
+		r, err := c.Acquire(ctx, l, g.Owner, time.Second, 0)
+		require.NoError(t, err)
+		require.True(t, r.Acquired)
+		gs = append(gs, g)
+	}
+	require.NoError(t, c.Redis().Del(ctx, c.Key(gs[1].Lock)).Err())
+	require.NoError(t, c.Redis().ZRem(ctx, c.Key(gs[3].Lock), gs[3].Owner).Err())
+
+	errs := c.ExtendAll(ctx, gs, time.Minute)
+	require.Len(t, errs, 4)
+	assert.NoError(t, errs[0])
+	assert.ErrorIs(t, errs[1], core.ErrLockLost)
+	assert.NoError(t, errs[2])
+	assert.ErrorIs(t, errs[3], core.ErrLockLost)
+	assert.Greater(t, c.Redis().PTTL(ctx, c.Key(gs[0].Lock)).Val(), 10*time.Second)
+	for _, g := range gs {
+		_, err := c.Release(ctx, g)
+		require.NoError(t, err)
+	}
+}
+
+func TestExtendAllAfterScriptFlush(t *testing.T) {
+	// SCRIPT FLUSH affects every client of a server: use our own.
+	srv := startOwnServer(t, freePort(t))
+	c, err := NewClient(newRedis(t, srv.addr()), "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	g := Grant{Lock: Lock{Kind: KindMutex, Name: "a"}, Owner: NewOwner()}
+	r, err := c.Acquire(ctx, g.Lock, g.Owner, time.Second, 0)
+	require.NoError(t, err)
+	require.True(t, r.Acquired)
+	require.NoError(t, c.Extend(ctx, g, time.Second))
+	require.NoError(t, c.Redis().ScriptFlush(ctx).Err())
+	require.NoError(t, c.Extend(ctx, g, time.Minute), "pipelined extensions fall back to EVAL")
+	assert.Greater(t, c.Redis().PTTL(ctx, c.Key(g.Lock)).Val(), 10*time.Second)
+}
+
+func TestParseHandoff(t *testing.T) {
+	tests := []struct {
+		msg, key string
+		token    uint64
+	}{
+		{"p:{x}:mutex", "p:{x}:mutex", 0},
+		{"p:{x}:mutex#abc#42", "p:{x}:mutex#abc", 42},
+		{"p#:{x}:mutex#abc#42", "p#:{x}:mutex#abc", 42},
+		{"p#1", "p#1", 0},
+		{"p:{x}:mutex#abc#0", "p:{x}:mutex#abc#0", 0},
+		{"p:{x}:mutex#abc#x1", "p:{x}:mutex#abc#x1", 0},
+	}
+	for _, tt := range tests {
+		key, token := ParseHandoff(tt.msg)
+		assert.Equal(t, tt.key, key, tt.msg)
+		assert.Equal(t, tt.token, token, tt.msg)
+	}
+}

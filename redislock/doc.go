@@ -1,0 +1,88 @@
+// Package redislock is the distlock backend for a single Redis deployment (a
+// server, or a cluster through *redis.ClusterClient): mutexes, reader-writer
+// locks and semaphores with fencing tokens, lease renewal and event-driven
+// waiting, plus core.Membership for live-instance tracking.
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	p, err := redislock.New(rdb, redislock.WithTTL(10*time.Second))
+//	if err != nil { ... }
+//	defer p.Close()
+//
+//	h, err := p.Mutex("invoice:42").Acquire(ctx)
+//	if err != nil { ... }
+//	defer h.Release(context.Background())
+//	work(h.Context(), h.FencingToken())
+//
+// # How a lock lives in Redis
+//
+// Every grant is a lease: a key (mutex, write side) or a sorted-set member
+// (reader, semaphore slot) holding a fresh 128-bit random owner value, with
+// an expiry of one TTL. Each operation is one Lua script, one round trip:
+// acquire checks and sets the grant and computes the fencing token in the
+// same call; release deletes the grant only if its owner value still matches
+// (so a stale handle never frees a later holder's grant) and PUBLISHes a
+// wake-up. All keys of a name share a {hash tag} and one Redis Cluster slot;
+// Client documents the key layout. Sorted sets are scored by expiry on the
+// server's clock (TIME), so client clocks never decide who holds a lock.
+//
+// # Fencing tokens
+//
+// A token is the server's time in microseconds when the grant is made, or
+// the name's last token + 1 when that is larger (a mutex handed straight to
+// a waiter, concurrent readers or semaphore holders within one
+// microsecond). It is strictly increasing for every grant of every primitive
+// of a name, without a counter key that would have to outlive the locks:
+// tokens keep increasing after the name was idle, after its keys expired,
+// after a FLUSHALL or a restart of a server without persistence, as long as
+// the server's clock does not step back further than the time between two
+// grants of the name.
+//
+// # Leases, renewal and loss
+//
+// One core.Keeper per Provider renews every held grant every renew interval
+// (default TTL/3); the renewals that fall due together go out in one
+// pipeline, so ten thousand held locks cost a few round trips per interval,
+// not ten thousand. A renewal that finds the grant gone or owned by someone
+// else ends the handle's context at once with core.ErrLockLost; renewals
+// that fail (Redis unreachable) end it when the trust window closes: the
+// start of the last successful renewal (or of the acquire) + TTL − drift
+// margin. A holder whose process dies blocks others for at most the TTL.
+//
+// # Waiting
+//
+// Acquire on a held mutex joins the lock's FIFO wait queue in Redis; a
+// release hands the lock straight to the first live waiter (a handoff costs
+// the release's round trip and one pub/sub message, no further round trip)
+// and announces it on the waiting Provider's own channel, so no other
+// process wakes. The Provider keeps one pub/sub subscription (one
+// connection, whatever the number of locks and waiters) to that channel and
+// the channel shared by all Providers with the same prefix while some
+// Acquire waits. Waiters of reader-writer locks and semaphores retry when a
+// release is announced on the shared channel. Without a signal a waiter retries with
+// jittered backoff (core.DefaultBackoff), never later than the holder's
+// grant expires, so a lost message costs latency, never the lock. A waiter
+// that gives up leaves the queue; a waiter that dies in it is skipped once
+// its entry expires (about a second), though a lock handed to it just before
+// stays blocked for a TTL, as if it had died right after acquiring. A
+// waiting writer of a reader-writer lock sets a short-lived marker that
+// keeps new readers out (writer preference). The context passed to Acquire
+// only bounds the wait; an unreachable server fails the call at once with
+// the driver's error, wrapped in a *core.Error. TryAcquire never queues and
+// may take a lock whose previous holder expired ahead of queued waiters.
+//
+// # Errors
+//
+// Acquire calls return a *core.Error naming the backend ("redis"), the
+// operation and the lock. It matches core.ErrNotAcquired when the lock is
+// busy (and ctx.Err() too when the wait was cut short), core.ErrInvalidName
+// for an empty or non-UTF-8 name, core.ErrInvalidArgument for a semaphore
+// size below 1, and otherwise wraps the go-redis error (or says that the
+// Provider was closed).
+//
+// # Low-level API
+//
+// Client runs the single-server operations (acquire, extend, batch extend,
+// release) on one redis.UniversalClient without waiting or renewing; a
+// multi-server algorithm such as RedLock drives one Client per server and
+// reuses core's Keeper and Wait on top.
+package redislock

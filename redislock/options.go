@@ -1,0 +1,119 @@
+package redislock
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/distlock/distlock/core"
+)
+
+// Defaults, applied by New when the matching option is not given.
+const (
+	// DefaultTTL is how long Redis keeps a grant that is no longer renewed:
+	// the time a crashed holder blocks others.
+	DefaultTTL = 30 * time.Second
+	// DefaultPrefix starts every key and the wake-up channel.
+	DefaultPrefix = "distlock:"
+	// MaxTTL is the largest TTL New accepts; anything longer is a mistake
+	// (a unit slip), not a lease.
+	MaxTTL = 24 * time.Hour
+)
+
+// Option configures a Provider.
+type Option func(*config)
+
+type config struct {
+	ttl      time.Duration
+	interval time.Duration // 0: TTL/3
+	margin   time.Duration // -1: TTL/10
+	prefix   string
+	log      *slog.Logger
+	backoff  core.Backoff
+	linger   time.Duration
+
+	intervalSet, marginSet bool
+}
+
+// WithTTL sets the lease of every grant: how long Redis keeps it without a
+// renewal, hence how long a crashed holder blocks others. Default
+// DefaultTTL; must be in (0, MaxTTL].
+func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithRenewInterval sets the renewal (extension) cadence of held grants.
+// Default TTL/3; must be positive and shorter than TTL − drift margin.
+func WithRenewInterval(d time.Duration) Option {
+	return func(c *config) { c.interval, c.intervalSet = d, true }
+}
+
+// WithDriftMargin sets the safety margin subtracted from the TTL when
+// deciding how long a grant can be trusted without a successful renewal (the
+// minimum validity left when the handle's context ends): the trust window
+// is last renewal start + TTL − margin. Default TTL/10; must be in [0, TTL).
+func WithDriftMargin(d time.Duration) Option {
+	return func(c *config) { c.margin, c.marginSet = d, true }
+}
+
+// WithPrefix sets the prefix of every key and of the wake-up channel.
+// Providers see each other's locks only when they use the same prefix.
+// Default DefaultPrefix.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithLogger sets where the Provider reports trouble it recovers from on its
+// own (a dropped pub/sub connection). Default: discard.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithBackoff sets the fallback retry cadence of a waiting Acquire, used
+// when no release signal arrives. Each delay is also capped by the time the
+// current holder's grant has left. Default core.DefaultBackoff.
+func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		ttl:     DefaultTTL,
+		prefix:  DefaultPrefix,
+		backoff: core.DefaultBackoff,
+		linger:  5 * time.Second,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case c.ttl <= 0:
+		return c, core.Invalid("redislock: TTL %v must be positive", c.ttl)
+	case c.ttl > MaxTTL:
+		return c, core.Invalid("redislock: TTL %v is absurd (over %v)", c.ttl, MaxTTL)
+	case c.ttl < 10*time.Millisecond:
+		return c, core.Invalid("redislock: TTL %v is too short to renew (under 10ms)", c.ttl)
+	}
+	if !c.marginSet {
+		c.margin = c.ttl / 10
+	}
+	if !c.intervalSet {
+		c.interval = c.ttl / 3
+	}
+	switch {
+	case c.margin < 0 || c.margin >= c.ttl:
+		return c, core.Invalid("redislock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
+	case c.interval <= 0:
+		return c, core.Invalid("redislock: renew interval %v must be positive", c.interval)
+	case c.interval >= c.ttl:
+		return c, core.Invalid("redislock: renew interval %v must be shorter than TTL %v", c.interval, c.ttl)
+	case c.interval >= c.ttl-c.margin:
+		return c, core.Invalid("redislock: renew interval %v must be shorter than TTL − drift margin (%v)", c.interval, c.ttl-c.margin)
+	case c.backoff.Min < 0 || c.backoff.Max < c.backoff.Min:
+		return c, core.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
+	}
+	return c, nil
+}
+
+// markerTTL is how long a waiting writer's marker lives: longer than the
+// longest pause between two attempts of the waiting writer, which refreshes
+// it on each.
+func (c config) markerTTL() time.Duration {
+	return max(time.Second, 3*c.backoff.Max)
+}

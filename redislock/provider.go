@@ -1,0 +1,179 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+const backend = "redis"
+
+// errClosed is why acquires fail once the Provider is closed.
+var errClosed = errors.New("redislock: provider closed")
+
+// Provider makes mutexes, reader-writer locks and semaphores on one Redis
+// deployment, renews the leases of the handles it grants and wakes its
+// waiters on releases. It implements core.Provider and core.Membership and
+// is safe for concurrent use. Make one per process and client, and Close it
+// when done.
+//
+// A Provider runs at most two goroutines: the lease keeper, while handles
+// are held past half a renew interval (all renewals that fall due together
+// go out in one pipeline), and the pub/sub listener, while some Acquire is
+// waiting (and a few seconds after, to spare reconnects under steady
+// contention). Close stops both.
+type Provider struct {
+	client *Client
+	cfg    config
+	keeper *core.Keeper
+	waker  *waker
+	closed atomic.Bool
+}
+
+var (
+	_ core.Provider   = (*Provider)(nil)
+	_ core.Membership = (*Provider)(nil)
+)
+
+// New returns a Provider over rdb (*redis.Client or *redis.ClusterClient).
+// It does no I/O. It fails with an error matching core.ErrInvalidArgument
+// when rdb is nil or an option is out of range: TTL ≤ 0 or over MaxTTL,
+// renew interval ≤ 0 or not shorter than TTL − drift margin, drift margin
+// negative or not shorter than TTL.
+func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	client, err := NewClient(rdb, cfg.prefix)
+	if err != nil {
+		return nil, err
+	}
+	// Handoffs to this Provider's waiters come on a channel of its own.
+	client = client.WithInbox(client.Channel() + ":" + NewOwner()[:16])
+	p := &Provider{client: client, cfg: cfg}
+	p.keeper, err = core.NewKeeper(core.KeeperConfig{
+		TTL:      cfg.ttl,
+		Interval: cfg.interval,
+		Margin:   cfg.margin,
+		Renew:    p.renew,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.waker = newWaker(rdb, []string{client.Channel(), client.Inbox()}, cfg.linger, cfg.log)
+	return p, nil
+}
+
+// Client returns the single-server operations the Provider runs.
+func (p *Provider) Client() *Client { return p.client }
+
+// TTL returns the lease of every grant.
+func (p *Provider) TTL() time.Duration { return p.cfg.ttl }
+
+// Close stops the Provider's goroutines. Handles still held are marked lost
+// (their contexts end with core.ErrLockLost) and their grants expire on the
+// server after the TTL unless released; Release still works after Close,
+// acquires fail. Close does not close the redis client. It always returns
+// nil.
+func (p *Provider) Close() error {
+	p.closed.Store(true)
+	p.keeper.Close()
+	p.waker.close()
+	return nil
+}
+
+// Mutex returns the exclusive lock called name. Acquiring a free mutex costs
+// one round trip (one script: SET NX PX with the fencing token), releasing
+// it one more (compare-and-delete). Waiters queue in Redis in arrival order;
+// a release hands the lock straight to the first of them and announces it
+// with one PUBLISH, so a contended handoff costs no extra round trip.
+func (p *Provider) Mutex(name string) core.Locker {
+	return p.locker(Lock{Kind: KindMutex, Name: name})
+}
+
+// RWMutex returns the reader-writer lock called name. Readers are held in a
+// sorted set, each renewed on its own, so a crashed reader stops counting
+// after the TTL while the others renew; a writer that waits keeps new
+// readers out. Acquire and release cost one round trip each.
+func (p *Provider) RWMutex(name string) core.RWLocker {
+	w := Lock{Kind: KindWrite, Name: name}
+	if err := w.validate(); err != nil {
+		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
+	}
+	w.safe = core.SafeName(name)
+	return &rwLocker{
+		locker: &locker{p: p, lock: w},
+		read:   &locker{p: p, lock: Lock{Kind: KindRead, Name: name, safe: w.safe}},
+	}
+}
+
+// Semaphore returns the semaphore called name with max slots. Holders are
+// kept in a sorted set scored by their expiry on the server's clock; expired
+// holders are purged on every attempt. Acquire and release cost one round
+// trip each. Every user of the name must pass the same max.
+func (p *Provider) Semaphore(name string, max int) core.Locker {
+	return p.locker(Lock{Kind: KindSemaphore, Name: name, Max: max})
+}
+
+// Register adds id to group, or refreshes it, for ttl; the server's clock
+// decides expiry. One round trip.
+func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
+	return p.wrap("register", group, p.client.Register(ctx, group, id, ttl))
+}
+
+// Deregister removes id from group. One round trip.
+func (p *Provider) Deregister(ctx context.Context, group, id string) error {
+	return p.wrap("deregister", group, p.client.Deregister(ctx, group, id))
+}
+
+// Members lists the live ids of group, sorted. One round trip.
+func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
+	ids, err := p.client.Members(ctx, group)
+	if err != nil {
+		return nil, p.wrap("members", group, err)
+	}
+	return ids, nil
+}
+
+func (p *Provider) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(*core.Error); ok {
+		return err
+	}
+	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+}
+
+// renew is the Keeper's Renew: one pipeline for the whole batch.
+func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
+	gs := make([]Grant, len(batch))
+	for i, l := range batch {
+		gs[i] = l.Data.(Grant)
+	}
+	return p.client.ExtendAll(ctx, gs, p.cfg.ttl)
+}
+
+// handle is a granted lock.
+type handle struct {
+	*core.BaseHandle
+	p     *Provider
+	grant Grant
+}
+
+func (p *Provider) newHandle(g Grant, token uint64, start time.Time) *handle {
+	h := &handle{p: p, grant: g}
+	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
+		if _, err := p.client.Release(ctx, g); err != nil {
+			return p.wrap("release", g.Lock.Name, err)
+		}
+		return nil // released, or already gone: either way not held
+	})
+	p.keeper.Keep(h.BaseHandle, start, g)
+	return h
+}

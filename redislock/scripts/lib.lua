@@ -1,0 +1,86 @@
+-- lib.lua holds the functions the scripts share. Each script is sent with
+-- the functions it uses prepended (scripts.go, libFor): keep exactly one
+-- blank line between two functions and none inside one. Keys of one lock
+-- share a {hash tag}, so every script touches a single cluster slot.
+
+-- now returns the server time as microseconds and as milliseconds. Scripts
+-- judge expiry by the server's clock, never a client's.
+local function now()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return us, math.floor(us / 1000)
+end
+
+-- fence returns the name's next fencing token: the server time in
+-- microseconds, or the last token + 1 when that is larger, and remembers it
+-- for ttl ms. Tokens therefore keep increasing across idle periods, key
+-- expiry and a server restart that lost the data set, as long as the
+-- server's clock does not step back further than the time between grants.
+local function fence(key, us, ttl)
+  local last = tonumber(redis.call('SET', key, string.format('%.0f', us), 'PX', ttl, 'GET') or '')
+  if last and last >= us then
+    -- Clock behind the last token (a step back, or a burst of grants
+    -- within one microsecond): count on from the last token.
+    us = last + 1
+    redis.call('SET', key, string.format('%.0f', us), 'PX', ttl)
+  end
+  return us
+end
+
+-- again answers a request that already succeeded (the driver retried it after
+-- a lost reply): the grant stands, with the last token handed out.
+local function again(key, us, ttl)
+  local last = tonumber(redis.call('GET', key) or '')
+  if last then
+    return {1, last}
+  end
+  return {1, fence(key, us, ttl)}
+end
+
+-- stretch makes key live at least ttl ms more, never shortening it.
+local function stretch(key, ttl)
+  if redis.call('PTTL', key) < tonumber(ttl) then
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
+-- busy is the answer when the lock is taken: 0 and the ms worth waiting
+-- before trying again (0 when unknown).
+local function busy(ms)
+  if ms == nil or ms < 0 then
+    ms = 0
+  end
+  return {0, ms}
+end
+
+-- Mutex wait queue: q maps each waiting owner to its arrival (µs), qx to
+-- the expiry (ms) of its entry, which the waiter refreshes on every attempt,
+-- qt to "<ttl ms> <channel>": the TTL a release hands the lock over with and
+-- the channel the waiter's process listens on.
+
+-- queue_head returns the first waiter whose entry is still live, its TTL
+-- and its channel, dropping dead entries it finds in front; nil when none
+-- waits.
+local function queue_head(q, qx, qt, ms)
+  while true do
+    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    if not head then
+      return nil
+    end
+    local exp = tonumber(redis.call('ZSCORE', qx, head))
+    local ttl, channel = string.match(redis.call('HGET', qt, head) or '', '^(%d+) (.*)$')
+    if exp and ttl and exp > ms then
+      return head, tonumber(ttl), channel
+    end
+    redis.call('ZREM', q, head)
+    redis.call('ZREM', qx, head)
+    redis.call('HDEL', qt, head)
+  end
+end
+
+local function dequeue(q, qx, qt, owner)
+  redis.call('ZREM', q, owner)
+  redis.call('ZREM', qx, owner)
+  redis.call('HDEL', qt, owner)
+end
+

@@ -1,0 +1,40 @@
+-- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua)
+-- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] wait ms (0: TryAcquire, do not queue),
+-- ARGV[4] the channel to announce a handoff to this waiter on
+-- The lock key holds "<owner>:<token>", with "+" appended once waiters
+-- queue, so a release without waiters is a GET and a DEL, and the token of
+-- a grant handed over by a release is kept with it.
+-- Returns {1, token} when granted, {0, holder's remaining ms} when held. A
+-- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
+-- a release hands the lock to the first live waiter (mutex_release.lua).
+local us, ms = now()
+local mine = ARGV[1] .. ':'
+local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
+local wait = tonumber(ARGV[3])
+if not holder then
+  -- Free: granted. A waiter that got here by polling leaves the queue,
+  -- or a release would hand the lock back to it.
+  if wait > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+    dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  end
+  return {1, us}
+end
+if string.sub(holder, 1, #mine) == mine then
+  -- Handed over by a release whose message this waiter has not seen, or
+  -- granted by a request whose reply was lost: claim it for a full TTL.
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  return {1, tonumber(string.match(holder, ':(%d+)'))}
+end
+if wait > 0 then
+  redis.call('ZADD', KEYS[2], 'NX', us, ARGV[1])
+  redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
+  for i = 2, 4 do
+    stretch(KEYS[i], wait)
+  end
+  if string.sub(holder, -1) ~= '+' then
+    redis.call('SET', KEYS[1], holder .. '+', 'KEEPTTL')
+  end
+end
+return busy(redis.call('PTTL', KEYS[1]))

@@ -1,0 +1,43 @@
+-- Releases a mutex, or withdraws a waiter that gives up, and hands the lock
+-- straight to the first live waiter: the lock key is set to
+-- "<waiter>:<token>" for the waiter's TTL, and the grant is published as
+-- "<payload>#<waiter>#<token>" on the waiter's own channel, so the waiter
+-- (and no other process) learns that it holds the lock without another
+-- round trip.
+-- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua)
+-- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
+-- withdraws (leave the queue first)
+-- Returns 1 when the lock was released, 0 when ARGV[1] did not hold it.
+if ARGV[3] == '1' then
+  dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+end
+local v = redis.call('GET', KEYS[1])
+local mine = ARGV[1] .. ':'
+if not v or string.sub(v, 1, #mine) ~= mine then
+  return 0
+end
+if string.sub(v, -1) ~= '+' then
+  -- Nobody queued while we held it.
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+local us, ms = now()
+local heir, ttl, channel = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
+if not heir then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
+local last = tonumber(string.match(v, ':(%d+)')) or 0
+if last >= us then
+  us = last + 1
+end
+local tok = string.format('%.0f', us)
+local val = heir .. ':' .. tok
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  val = val .. '+'
+end
+redis.call('SET', KEYS[1], val, 'PX', ttl)
+redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir .. '#' .. tok)
+return 1

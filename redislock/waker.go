@@ -1,0 +1,246 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+// waker turns release announcements into wake-ups of local waiters. One
+// pub/sub subscription to the Provider's channels (the shared one, and its
+// own inbox for mutex handoffs), kept open while some Acquire waits (and
+// for linger after the last one stops), fans each message out through a
+// core.Notifier keyed by the lock's WakeKey or the waiter's HandoffKey.
+//
+// When the subscription breaks or is (re)established every waiter is woken,
+// since a release may have gone unseen; waiters also retry on a backoff, so
+// a lost signal costs latency, never correctness.
+type waker struct {
+	rdb      redis.UniversalClient
+	channels []string
+	linger   time.Duration
+	log      *slog.Logger
+	n        core.Notifier
+
+	mu     sync.Mutex
+	keys   int         // keys with waiters
+	run    *listener   // nil when not listening
+	idle   *time.Timer // stops run after linger without waiters
+	closed bool
+	wg     sync.WaitGroup
+
+	hmu      sync.Mutex
+	handoffs map[string]uint64 // HandoffKeys of waiting mutex acquires → token handed (0: none yet)
+}
+
+func newWaker(rdb redis.UniversalClient, channels []string, linger time.Duration, log *slog.Logger) *waker {
+	w := &waker{rdb: rdb, channels: channels, linger: linger, log: log, handoffs: map[string]uint64{}}
+	w.n.OnFirst = w.first
+	w.n.OnLast = w.last
+	return w
+}
+
+// subscribe returns a channel that receives when key may have been
+// released, and the func that stops listening.
+func (w *waker) subscribe(key string) (<-chan struct{}, func()) {
+	return w.n.Subscribe(key)
+}
+
+// expectHandoff registers a waiting mutex acquire under its HandoffKey.
+// take returns the token of a handoff announced since (0 if none); forget
+// unregisters.
+func (w *waker) expectHandoff(key string) (take func() uint64, forget func()) {
+	w.hmu.Lock()
+	w.handoffs[key] = 0
+	w.hmu.Unlock()
+	take = func() uint64 {
+		w.hmu.Lock()
+		defer w.hmu.Unlock()
+		tok := w.handoffs[key]
+		if tok != 0 {
+			w.handoffs[key] = 0
+		}
+		return tok
+	}
+	forget = func() {
+		w.hmu.Lock()
+		delete(w.handoffs, key)
+		w.hmu.Unlock()
+	}
+	return take, forget
+}
+
+// deliver routes one message of the channel.
+func (w *waker) deliver(payload string) {
+	key, tok := ParseHandoff(payload)
+	if tok != 0 {
+		w.hmu.Lock()
+		if _, ok := w.handoffs[key]; ok {
+			w.handoffs[key] = tok
+		}
+		w.hmu.Unlock()
+	}
+	w.n.Notify(key)
+}
+
+func (w *waker) first(string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keys++
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	if w.run == nil && !w.closed {
+		w.run = &listener{w: w, stop: make(chan struct{})}
+		w.wg.Add(1)
+		go w.run.loop()
+	}
+}
+
+func (w *waker) last(string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.keys--
+	if w.keys == 0 && w.run != nil && !w.closed {
+		w.idle = time.AfterFunc(w.linger, w.stopIdle)
+	}
+}
+
+func (w *waker) stopIdle() {
+	w.mu.Lock()
+	if w.keys > 0 || w.run == nil || w.closed {
+		w.mu.Unlock()
+		return
+	}
+	r := w.run
+	w.run, w.idle = nil, nil
+	w.mu.Unlock()
+	r.close()
+}
+
+func (w *waker) close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.idle != nil {
+		w.idle.Stop()
+		w.idle = nil
+	}
+	r := w.run
+	w.run = nil
+	w.mu.Unlock()
+	if r != nil {
+		r.close()
+	}
+	w.wg.Wait()
+}
+
+// listener is one run of the subscription loop.
+type listener struct {
+	w    *waker
+	stop chan struct{}
+
+	mu      sync.Mutex
+	ps      *redis.PubSub
+	stopped bool
+}
+
+// healthEvery is how long the listener waits for a message before it pings
+// the server to find out whether the connection is still alive.
+const healthEvery = 30 * time.Second
+
+var reconnect = core.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+
+func (r *listener) loop() {
+	defer r.w.wg.Done()
+	timer := time.NewTimer(0)
+	<-timer.C
+	defer timer.Stop()
+	for fails := 0; ; fails++ {
+		ps := r.w.rdb.Subscribe(context.Background(), r.w.channels...)
+		if !r.setPubSub(ps) {
+			_ = ps.Close()
+			return
+		}
+		if r.receive(ps) {
+			fails = 0
+		}
+		_ = ps.Close()
+		// Signals may have been missed while the subscription was down.
+		r.w.n.NotifyAll()
+		timer.Reset(reconnect.Delay(fails))
+		select {
+		case <-r.stop:
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// receive reads messages until ps fails or the listener is closed. It
+// reports whether anything was received.
+func (r *listener) receive(ps *redis.PubSub) (ok bool) {
+	ctx := context.Background()
+	pinged := false
+	for {
+		msg, err := ps.ReceiveTimeout(ctx, healthEvery)
+		select {
+		case <-r.stop:
+			return ok
+		default:
+		}
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+				// Quiet channel: make sure the connection still answers.
+				pinged = true
+				if ps.Ping(ctx) == nil {
+					continue
+				}
+			}
+			r.w.log.Warn("redislock: wake-up subscription failed; waiters fall back to polling until it is back",
+				"channels", r.w.channels, "err", err)
+			return ok
+		}
+		ok, pinged = true, false
+		switch m := msg.(type) {
+		case *redis.Message:
+			r.w.deliver(m.Payload)
+		case *redis.Subscription:
+			// (Re)subscribed: releases made before now were not seen.
+			r.w.n.NotifyAll()
+		}
+	}
+}
+
+func (r *listener) setPubSub(ps *redis.PubSub) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return false
+	}
+	r.ps = ps
+	return true
+}
+
+// close stops the loop; the waker's WaitGroup sees it exit.
+func (r *listener) close() {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	close(r.stop)
+	ps := r.ps
+	r.mu.Unlock()
+	if ps != nil {
+		_ = ps.Close() // unblocks ReceiveTimeout
+	}
+}
