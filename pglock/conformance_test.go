@@ -1,0 +1,41 @@
+package pglock
+
+import (
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
+)
+
+var conformance = locktest.Config{
+	New:   func(t testing.TB) core.Provider { return newProvider(t) },
+	Break: func(t testing.TB, h core.Handle) { terminate(t, h) },
+	// A terminated session is seen by the next keepalive ping.
+	LostWithin: 2 * testKeepalive,
+	// The server frees a dead process's locks when its connections close.
+	AbandonWithin: 5 * time.Second,
+}
+
+func TestConformance(t *testing.T) {
+	locktest.TestProvider(t, conformance)
+}
+
+// The same with tokens drawn from a sequence.
+func TestConformanceFenceSequence(t *testing.T) {
+	cfg := conformance
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceSequence(testFenceSequence)) }
+	locktest.TestProvider(t, cfg)
+}
+
+const testFenceSequence = "distlock_fence_seq_test"
+
+func BenchmarkConformance(b *testing.B) {
+	locktest.BenchmarkProvider(b, conformance)
+}
+
+func BenchmarkConformanceFenceSequence(b *testing.B) {
+	cfg := conformance
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceSequence(testFenceSequence)) }
+	locktest.BenchmarkProvider(b, cfg)
+}

@@ -1,0 +1,95 @@
+// Package pglock is the PostgreSQL backend of distlock: mutexes,
+// reader-writer locks, semaphores and transaction-scoped locks on
+// PostgreSQL advisory locks, with fencing tokens and a handle whose context
+// dies when the lock is lost, through github.com/jackc/pgx/v5.
+//
+// # Locks and keys
+//
+// An advisory lock is named by a key: one int64, or a pair of int32 (two
+// distinct key spaces). KeyOf maps a name to a key: a name in canonical key
+// form ("00000000000004d2", "000004d2,ffffffff") is that key; a name of up to
+// 9 ASCII characters is packed losslessly into the pair space; anything else
+// is hashed with SHA-256 into the int64 space. MutexKey and RWMutexKey take a
+// Key directly, to share a lock with other clients that use the same numbers.
+//
+// Mutex(name) locks KeyOf(name). RWMutex(name) and Semaphore(name, max)
+// derive their keys from it by hashing, so a mutex, a reader-writer lock
+// and a semaphore of the same name are distinct locks. The reader-writer
+// lock is pg_advisory_lock (write) and pg_advisory_lock_shared (read): the
+// server queues a new reader behind a waiting writer, which is writer
+// preference. A semaphore is max exclusive slot keys; a holder holds one.
+// Its waiters cannot queue on the server for "any free slot", so they retry
+// the slots, woken by every release: the release statement sends a NOTIFY
+// that each Provider with waiting semaphores LISTENs for on one connection
+// of its own.
+//
+// # Connections
+//
+// Session advisory locks belong to the connection that took them, so a
+// Provider keeps its own few long-lived connections, opened with its pool's
+// config (WithMaxConns bounds them; the pool itself only serves the fence and
+// membership tables). Held locks share these connections: ten thousand
+// locks can sit on one. A try-lock runs on a shared connection; a blocking
+// wait runs on a connection that holds nothing, so that releases of other
+// locks never queue behind it, and it waits in the server's own queue
+// (pg_advisory_lock), which hands the lock over in about one round trip. A
+// context deadline up to 10 s becomes the statement's lock_timeout (set in
+// the same statement as the lock call); a cancelled or later deadline sends a
+// cancel request. Either way the session is then checked in pg_locks and the
+// lock released if the server granted it as the wait ended. PostgreSQL's
+// advisory locks are reentrant per session; pglock's are not: a Provider
+// tracks the keys each connection holds and never asks a connection for a key
+// it already holds.
+//
+// # Loss detection
+//
+// A lock lives as long as its session. Each connection that holds locks is
+// pinged every keepalive period (WithKeepalive, default 2 s) by one
+// goroutine per Provider (liveness is per connection, so it pings
+// connections, not locks); a failed ping or any failed statement closes the
+// connection and cancels the context of every handle on it with
+// core.ErrLockLost. A pg_terminate_backend or a server restart is thus
+// reported within one keepalive period (the next ping fails at once), a
+// cut network within two (a ping that gets no answer within a period
+// fails), and a process that dies frees its locks as soon as the server
+// sees its connections close.
+//
+// # Fencing
+//
+// Every grant of every primitive bumps a counter in one small table,
+// created on first use:
+//
+//	CREATE TABLE IF NOT EXISTS distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
+//
+// (WithFenceTable renames it). WithFenceSequence draws tokens from one
+// sequence instead, increasing across all locks, which spares every grant a
+// row write and a commit. The bump runs in the same statement as the lock
+// call, only when the lock is granted, and commits before the grant is
+// returned, so tokens of one lock strictly increase across processes and
+// server restarts. A transaction-scoped grant bumps the counter on the pool,
+// outside the caller's transaction, so that a rollback cannot hand its token
+// out again. The row key is "k:" plus the advisory key's canonical
+// form for mutexes and reader-writer locks (readers and writers share it),
+// and "s:" plus the name's key for a semaphore. The holder column records
+// the identity (WithIdentity) of the grant that took the row's token, which
+// Holder (core.Inspector) reports for a Mutex or an RWMutex's write side.
+//
+// # Cost
+//
+// TryAcquire: one round trip. Acquire: one round trip when the lock is free;
+// otherwise one more statement that returns when the lock is granted.
+// Release: one round trip (for a semaphore it also sends the NOTIFY).
+// Keepalive: one round trip per connection holding locks per period, however
+// many locks it holds.
+//
+// # Transactions and PgBouncer
+//
+// TryAcquireTx and AcquireTx take a transaction-scoped lock on a caller's
+// pgx.Tx; it ends with the transaction. They work behind PgBouncer in
+// transaction pooling mode, where session locks do not.
+//
+// # Membership
+//
+// Provider implements core.Membership on a small table (WithMembersTable)
+// whose expiry uses the server's now(), for polllease.
+package pglock

@@ -1,0 +1,171 @@
+package pglock
+
+import (
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/jackc/pgx/v5"
+)
+
+// Defaults, in one place.
+const (
+	// DefaultFenceTable holds the fencing counters, one row per lock.
+	DefaultFenceTable = "distlock_fence"
+	// DefaultMembersTable holds the Membership registrations.
+	DefaultMembersTable = "distlock_members"
+	// DefaultKeepalive is how often a connection that holds locks is pinged;
+	// a lost connection is reported within about twice this.
+	DefaultKeepalive = 2 * time.Second
+	// DefaultMaxConns bounds the connections a Provider opens for holding
+	// and waiting (its pool's own connections are not counted).
+	DefaultMaxConns = 16
+	// DefaultTimeout bounds one statement on a connection that holds locks
+	// (a try-lock, a release), so a server that stopped answering fails the
+	// call instead of hanging it.
+	DefaultTimeout = 10 * time.Second
+)
+
+type options struct {
+	fenceTable   string // or sequence, when fenceSeq
+	fenceSeq     bool
+	membersTable string
+	keepalive    time.Duration
+	maxConns     int
+	timeout      time.Duration
+	identity     string
+}
+
+// Option configures a Provider.
+type Option func(*options) error
+
+// WithFenceTable names the table of fencing counters (default
+// DefaultFenceTable). It may be schema-qualified ("locks.fence"); each part
+// must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes).
+// The Provider creates it with CREATE TABLE IF NOT EXISTS on first use, so its
+// role needs the right to create it, or someone creates it beforehand:
+//
+//	CREATE TABLE distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
+func WithFenceTable(name string) Option {
+	return func(o *options) error {
+		if err := validIdent(name); err != nil {
+			return err
+		}
+		o.fenceTable = name
+		o.fenceSeq = false
+		return nil
+	}
+}
+
+// WithFenceSequence draws fencing tokens from one sequence, named name
+// (same rules as WithFenceTable), instead of a counter row per lock. The
+// Provider creates it with CREATE SEQUENCE IF NOT EXISTS on first use.
+//
+// Tokens then increase across all locks rather than per lock, which still
+// makes every lock's tokens strictly increasing, and drawing one writes no
+// row: nextval is not transactional and logs to WAL once per 32 values, so a
+// handover costs no transaction commit. On a busy lock this is the
+// difference between about 77 % and 81 % utilization in our measurements
+// (the raw pg_advisory_lock floor: 80–83 %). Every Provider sharing locks
+// must use the same fence source.
+func WithFenceSequence(name string) Option {
+	return func(o *options) error {
+		if err := validIdent(name); err != nil {
+			return err
+		}
+		o.fenceTable = name
+		o.fenceSeq = true
+		return nil
+	}
+}
+
+// WithMembersTable names the table that Membership uses (default
+// DefaultMembersTable), with the same rules as WithFenceTable:
+//
+//	CREATE TABLE distlock_members (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))
+func WithMembersTable(name string) Option {
+	return func(o *options) error {
+		if err := validIdent(name); err != nil {
+			return err
+		}
+		o.membersTable = name
+		return nil
+	}
+}
+
+// WithKeepalive sets how often each connection that holds locks is pinged
+// (default DefaultKeepalive). A failed ping, or any failed statement on the
+// connection, cancels the context of every handle held on it with
+// core.ErrLockLost.
+func WithKeepalive(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return core.Invalid("pglock: keepalive %v must be positive", d)
+		}
+		o.keepalive = d
+		return nil
+	}
+}
+
+// WithMaxConns bounds the connections the Provider opens for holding and
+// waiting (default DefaultMaxConns, at least 2). Held locks share
+// connections, so this bounds the number of concurrent blocking waits, not
+// the number of locks.
+func WithMaxConns(n int) Option {
+	return func(o *options) error {
+		if n < 2 {
+			return core.Invalid("pglock: max conns %d must be at least 2", n)
+		}
+		o.maxConns = n
+		return nil
+	}
+}
+
+// WithTimeout bounds each statement run on a shared connection (default
+// DefaultTimeout).
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) error {
+		if d <= 0 {
+			return core.Invalid("pglock: timeout %v must be positive", d)
+		}
+		o.timeout = d
+		return nil
+	}
+}
+
+// MaxIdentity is the longest identity, in bytes, that WithIdentity accepts.
+const MaxIdentity = 1024
+
+// WithIdentity sets the identity recorded with each exclusive grant, which
+// Holder reports (core.Inspector). It must be non-empty valid UTF-8 of at
+// most MaxIdentity bytes. Default core.DefaultIdentity() ("hostname-pid").
+func WithIdentity(id string) Option {
+	return func(o *options) error {
+		if err := core.ValidateName(id); err != nil || len(id) > MaxIdentity {
+			return core.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
+		}
+		o.identity = id
+		return nil
+	}
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+func validIdent(name string) error {
+	parts := strings.Split(name, ".")
+	if len(parts) > 2 {
+		return core.Invalid("pglock: table name %q has more than one dot", name)
+	}
+	for _, p := range parts {
+		if !identRE.MatchString(p) {
+			return core.Invalid("pglock: table name %q is not a plain SQL identifier", name)
+		}
+	}
+	return nil
+}
+
+// quoteIdent quotes a validated, possibly schema-qualified, table name.
+func quoteIdent(name string) string {
+	return pgx.Identifier(strings.Split(name, ".")).Sanitize()
+}

@@ -1,0 +1,262 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+const backend = "postgres"
+
+var errClosed = errors.New("pglock: provider closed")
+
+// Provider makes mutexes, reader-writer locks and semaphores on PostgreSQL
+// session advisory locks. It is safe for concurrent use. Close it to release
+// every lock it holds and stop its goroutines.
+type Provider struct {
+	pool   *pgxpool.Pool
+	opts   options
+	sql    statements
+	notify core.Notifier
+
+	fenceMu    sync.Mutex
+	fenceReady bool
+
+	membersMu    sync.Mutex
+	membersReady bool
+
+	mu      sync.Mutex
+	conns   []*conn
+	dialing int // connections being dialed
+	// dialingWaits counts those of them dialed for a blocking wait.
+	dialingWaits int
+	closed       bool
+	changed      chan struct{} // closed and replaced whenever a connection frees up
+
+	// The release listener runs from the first semaphore wait until Close.
+	listening  bool
+	listenStop context.CancelFunc
+	listenDone chan struct{}
+	semBackoff core.Backoff
+	// listenReady is closed once the listener first listens (for tests).
+	listenReady     chan struct{}
+	listenReadyOnce sync.Once
+
+	// The keepalive loop runs from the first grant until Close.
+	keepStarted bool
+	keepStop    chan struct{}
+	keepDone    chan struct{}
+}
+
+var _ core.Provider = (*Provider)(nil)
+var _ core.Membership = (*Provider)(nil)
+var _ core.Heartbeater = (*Provider)(nil)
+
+// New returns a Provider on pool. The pool serves the fence and membership
+// tables; the locks themselves live on a few connections the Provider opens
+// with the pool's connection config (running its BeforeConnect and
+// AfterConnect hooks), so they do not take connections from the pool. New
+// does no I/O. A nil pool or a bad option is an error matching
+// core.ErrInvalidArgument.
+func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
+	if pool == nil {
+		return nil, core.Invalid("pglock: nil pool")
+	}
+	o := options{
+		fenceTable:   DefaultFenceTable,
+		membersTable: DefaultMembersTable,
+		keepalive:    DefaultKeepalive,
+		maxConns:     DefaultMaxConns,
+		timeout:      DefaultTimeout,
+		identity:     core.DefaultIdentity(),
+	}
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, core.Invalid("pglock: nil option")
+		}
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
+	}
+	p := &Provider{
+		pool:     pool,
+		opts:     o,
+		sql:      statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq},
+		changed:  make(chan struct{}),
+		keepStop: make(chan struct{}),
+		keepDone: make(chan struct{}),
+
+		listenDone:  make(chan struct{}),
+		listenReady: make(chan struct{}),
+		semBackoff:  semBackoff,
+	}
+	return p, nil
+}
+
+// Close releases every lock the Provider holds (by closing its connections:
+// the server frees a session's advisory locks when it ends), cancels every
+// open handle's context with core.ErrLockLost, interrupts blocking waits and
+// stops the keepalive goroutine. Acquires after Close fail.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	conns := p.conns
+	p.conns = nil
+	var waiting []*conn
+	for _, c := range conns {
+		if c.waiting {
+			waiting = append(waiting, c)
+		}
+	}
+	p.signalLocked()
+	keeping := p.keepStarted
+	listening := p.listening
+	p.mu.Unlock()
+
+	close(p.keepStop)
+	if keeping {
+		<-p.keepDone
+	}
+	if listening {
+		p.listenStop()
+		<-p.listenDone
+	}
+	p.notify.NotifyAll()
+	for _, c := range waiting {
+		// A blocking wait holds c.mu until the server answers: closing the
+		// socket under it ends the wait at once.
+		_ = c.pc.PgConn().Conn().Close()
+	}
+	for _, c := range conns {
+		c.mu.Lock()
+		c.fail(errClosed)
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// Mutex returns the exclusive lock of name (key KeyOf(name)). A bad name is
+// reported by the acquire calls, before any I/O.
+//
+// TryAcquire is one round trip on a shared connection: the try-lock and the
+// fence bump in one statement. Acquire tries the same way, and when the lock
+// is busy waits in the server's queue on a connection of its own (one more
+// statement, which returns when the lock is granted). ctx bounds only the
+// wait; a grant that races its end is released before Acquire returns an
+// error matching core.ErrNotAcquired and ctx.Err(). Release is one round
+// trip; after a lost connection it returns nil at once. A busy lock gives an
+// error matching core.ErrNotAcquired; a server error or a dead server gives
+// the driver's error, wrapped in a *core.Error.
+func (p *Provider) Mutex(name string) core.Locker {
+	k, err := KeyOf(name)
+	if err != nil {
+		return core.FailedLocker(name, p.errorf("acquire", name, err))
+	}
+	return p.newLocker(name, k, exclusive)
+}
+
+// MutexKey returns the exclusive lock of an explicit key: the lock that
+// pg_advisory_lock(key) takes in any other client.
+func (p *Provider) MutexKey(k Key) core.Locker { return p.newLocker(k.String(), k, exclusive) }
+
+// RWMutex returns the reader-writer lock of name. Its key is derived from
+// KeyOf(name) by hashing, so it is a different lock from Mutex(name).
+func (p *Provider) RWMutex(name string) core.RWLocker {
+	k, err := KeyOf(name)
+	if err != nil {
+		return core.FailedRWLocker(name, p.errorf("acquire", name, err))
+	}
+	return p.newRWLocker(name, derive("rw", k, 0))
+}
+
+// RWMutexKey returns the reader-writer lock on an explicit key: its write
+// side is pg_advisory_lock(key), its read side pg_advisory_lock_shared(key),
+// so it is the same lock as MutexKey(k) on the write side.
+func (p *Provider) RWMutexKey(k Key) core.RWLocker { return p.newRWLocker(k.String(), k) }
+
+// Semaphore returns the semaphore of name admitting max holders. Its slots
+// are max advisory keys derived from KeyOf(name) by hashing; a holder holds
+// one slot. max < 1 is reported by the acquire calls.
+func (p *Provider) Semaphore(name string, max int) core.Locker {
+	k, err := KeyOf(name)
+	if err != nil {
+		return core.FailedLocker(name, p.errorf("acquire", name, err))
+	}
+	if max < 1 || max > maxSlots {
+		return core.FailedLocker(name, p.errorf("acquire", name, core.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
+	}
+	return p.newSemaphore(name, k, max)
+}
+
+func (p *Provider) errorf(op, name string, err error) error {
+	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+}
+
+// signalLocked wakes everyone waiting for a connection to free up.
+func (p *Provider) signalLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// ensureFence creates the fence table once per Provider. Concurrent
+// creators in other processes may race: a duplicate error means it exists.
+func (p *Provider) ensureFence(ctx context.Context) error {
+	p.fenceMu.Lock()
+	defer p.fenceMu.Unlock()
+	if p.fenceReady {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
+	defer cancel()
+	if err := execCreate(ctx, p.pool, p.sql.createFence()); err != nil {
+		return fmt.Errorf("create fence %s: %w", p.opts.fenceTable, err)
+	}
+	if !p.sql.seq {
+		// A table made by an earlier version lacks the holder column. Only
+		// then take the ALTER's exclusive lock, which would stall grants.
+		var has bool
+		if err := p.pool.QueryRow(ctx, hasHolderSQL, p.sql.fence).Scan(&has); err != nil {
+			return fmt.Errorf("check fence table %s: %w", p.opts.fenceTable, err)
+		}
+		if !has {
+			if _, err := p.pool.Exec(ctx, p.sql.addHolder()); err != nil {
+				return fmt.Errorf("add holder to fence table %s: %w", p.opts.fenceTable, err)
+			}
+		}
+	}
+	p.fenceReady = true
+	return nil
+}
+
+func execCreate(ctx context.Context, pool *pgxpool.Pool, q string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := pool.Exec(ctx, q)
+		var pgErr *pgconn.PgError
+		// 23505 (pg_type unique) or 42P07 (duplicate table): a concurrent
+		// CREATE TABLE IF NOT EXISTS won; the table is there.
+		if err == nil || errors.As(err, &pgErr) && (pgErr.Code == "42P07" || pgErr.Code == "23505") && attempt > 0 {
+			return nil
+		}
+		if !errors.As(err, &pgErr) || (pgErr.Code != "42P07" && pgErr.Code != "23505") || attempt > 0 {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond) // let the winner commit, then check again
+	}
+}
+
+// opCtx bounds a statement on a shared connection: the caller's ctx bounds
+// only waiting, never a statement whose cancellation would break a
+// connection other locks live on.
+func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
+}
