@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gofrs/flock"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/filelock"
+)
+
+// fileCases: filelock against the obvious hand-written alternative, a
+// gofrs/flock TryLock loop that sleeps 1 ms between tries. Both use a
+// temporary directory; each worker gets its own Provider, as separate
+// processes would.
+func fileCases() ([]benchCase, func(), error) {
+	dir, err := os.MkdirTemp("", "lockbench-file-")
+	if err != nil {
+		return nil, nil, err
+	}
+	var providers []*filelock.Provider
+	cleanup := func() {
+		for _, p := range providers {
+			_ = p.Close()
+		}
+		_ = os.RemoveAll(dir)
+	}
+	return []benchCase{
+		{Name: "file: flock + 1ms sleep-poll", New: func(name string) core.Locker {
+			return &pollFlock{name: name, path: filepath.Join(dir, "poll-"+core.SafeName(name))}
+		}},
+		{Name: "file: filelock", New: func(name string) core.Locker {
+			p, err := filelock.New(filepath.Join(dir, "filelock"))
+			if err != nil {
+				panic(err) // a temp dir we just made
+			}
+			providers = append(providers, p)
+			return p.Mutex(name)
+		}},
+	}, cleanup, nil
+}
+
+// pollFlock is the floor: flock on one file, retried every millisecond.
+type pollFlock struct {
+	name, path string
+}
+
+func (l *pollFlock) Name() string { return l.name }
+
+func (l *pollFlock) TryAcquire(ctx context.Context) (core.Handle, error) {
+	f := flock.New(l.path)
+	ok, err := f.TryLock()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, core.ErrNotAcquired
+	}
+	return core.NewHandle(1, func(context.Context) error { return f.Close() }), nil
+}
+
+func (l *pollFlock) Acquire(ctx context.Context) (core.Handle, error) {
+	for {
+		h, err := l.TryAcquire(ctx)
+		if err == nil {
+			return h, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, core.NotAcquired(ctx)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}

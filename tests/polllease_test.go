@@ -1,0 +1,696 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/filelock"
+	"github.com/distlock/distlock/natslock"
+	"github.com/distlock/distlock/pglock"
+	"github.com/distlock/distlock/polllease"
+	"github.com/distlock/distlock/redislock"
+)
+
+// Timings of the polllease tests, scaled down from the production 30 s TTL /
+// 10 s renewal.
+const (
+	plTTL       = 2 * time.Second
+	plRenew     = 500 * time.Millisecond
+	plBeatTTL   = 2 * time.Second
+	plBeat      = 500 * time.Millisecond
+	plReconcile = 500 * time.Millisecond
+	plMinHold   = time.Second
+	plPollEvery = 2 * time.Second
+	plPollWork  = 2 * time.Millisecond
+	plWait      = 60 * time.Second // bound on waits for convergence
+
+	envPollChild = "DISTLOCK_POLLLEASE_CHILD" // "addr group id ntargets"
+)
+
+// plCounter is a go-redis hook counting round trips: one per command sent
+// alone, one per pipeline.
+type plCounter struct{ single, pipelines atomic.Int64 }
+
+func (c *plCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *plCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.single.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c *plCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// plDetector records every poll and any target polled by two instances at
+// once or with a fencing token lower than one seen before.
+type plDetector struct {
+	mu         sync.Mutex
+	active     map[string]string
+	token      map[string]uint64
+	polls      []plPoll
+	violations []string
+}
+
+type plPoll struct {
+	instance, target string
+	start, end       time.Time
+}
+
+func newPlDetector(t *testing.T) *plDetector {
+	d := &plDetector{active: map[string]string{}, token: map[string]uint64{}}
+	t.Cleanup(func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		assert.Empty(t, d.violations, "overlapping polls")
+	})
+	return d
+}
+
+func (d *plDetector) poll(instance string) func(context.Context, string, uint64) error {
+	return func(ctx context.Context, target string, token uint64) error {
+		d.mu.Lock()
+		if other, ok := d.active[target]; ok {
+			d.violations = append(d.violations, fmt.Sprintf("%s polled by %s and %s at once", target, other, instance))
+		}
+		if token == 0 || token < d.token[target] {
+			d.violations = append(d.violations, fmt.Sprintf("%s: token %d after %d", target, token, d.token[target]))
+		}
+		d.token[target], d.active[target] = token, instance
+		p := plPoll{instance: instance, target: target, start: time.Now()}
+		d.mu.Unlock()
+
+		t := time.NewTimer(plPollWork)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+
+		d.mu.Lock()
+		if d.active[target] == instance {
+			delete(d.active, target)
+		}
+		p.end = time.Now()
+		d.polls = append(d.polls, p)
+		d.mu.Unlock()
+		return nil
+	}
+}
+
+func (d *plDetector) since(t time.Time) []plPoll {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []plPoll
+	for _, p := range d.polls {
+		if !p.end.Before(t) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// plFleet is a set of Coordinators over one Redis server, in this process.
+type plFleet struct {
+	t       *testing.T
+	addr    string // Redis, unless open is set
+	open    func(t testing.TB) (core.Provider, core.Membership, func())
+	group   string
+	det     *plDetector
+	targets atomic.Pointer[[]string]
+
+	mu     sync.Mutex
+	nodes  map[string]*plNode
+	events []polllease.Event
+}
+
+type plNode struct {
+	c      *polllease.Coordinator
+	rt     *plCounter
+	cancel context.CancelFunc
+	done   chan error
+	close  func()
+}
+
+func newPlFleet(t *testing.T, addr string, targets []string) *plFleet {
+	f := &plFleet{
+		t: t, addr: addr, det: newPlDetector(t), nodes: map[string]*plNode{},
+		group: fmt.Sprintf("pl-%s-%08x", strings.ReplaceAll(t.Name(), "/", "-"), rand.Uint32()),
+	}
+	f.targets.Store(&targets)
+	t.Cleanup(func() {
+		for _, id := range f.ids() {
+			f.stop(id)
+		}
+	})
+	return f
+}
+
+func plTargets(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("endpoint-%04d", i)
+	}
+	return out
+}
+
+// plProvider connects to addr with the test timings. Calls to a server that
+// stopped answering fail within a second.
+func plProvider(t testing.TB, addr string) (*redislock.Provider, *plCounter, func()) {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		DialTimeout:           500 * time.Millisecond,
+		ReadTimeout:           time.Second,
+		WriteTimeout:          time.Second,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+	rt := &plCounter{}
+	rdb.AddHook(rt)
+	p, err := redislock.New(rdb, redislock.WithTTL(plTTL), redislock.WithRenewInterval(plRenew))
+	require.NoError(t, err)
+	return p, rt, func() {
+		_ = p.Close()
+		_ = rdb.Close()
+	}
+}
+
+func plConfig(p core.Provider, m core.Membership, group, id string, targets func(context.Context) ([]string, error),
+	poll func(context.Context, string, uint64) error, onEvent func(polllease.Event)) polllease.Config {
+	return polllease.Config{
+		Provider:          p,
+		Membership:        m,
+		Group:             group,
+		InstanceID:        id,
+		HeartbeatTTL:      plBeatTTL,
+		HeartbeatInterval: plBeat,
+		ReconcileInterval: plReconcile,
+		MinHold:           plMinHold,
+		Targets:           targets,
+		Poll:              poll,
+		PollInterval:      func(string) time.Duration { return plPollEvery },
+		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnEvent:           onEvent,
+	}
+}
+
+func (f *plFleet) getTargets(context.Context) ([]string, error) { return *f.targets.Load(), nil }
+
+func (f *plFleet) start(id string) *plNode {
+	f.t.Helper()
+	var p core.Provider
+	var m core.Membership
+	var closeP func()
+	rt := &plCounter{}
+	if f.open != nil {
+		p, m, closeP = f.open(f.t)
+	} else {
+		var rp *redislock.Provider
+		rp, rt, closeP = plProvider(f.t, f.addr)
+		p, m = rp, rp
+	}
+	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.poll(id), func(e polllease.Event) {
+		f.mu.Lock()
+		f.events = append(f.events, e)
+		f.mu.Unlock()
+	}))
+	require.NoError(f.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &plNode{c: c, rt: rt, cancel: cancel, done: make(chan error, 1), close: closeP}
+	go func() { n.done <- c.Run(ctx) }()
+	f.mu.Lock()
+	f.nodes[id] = n
+	f.mu.Unlock()
+	return n
+}
+
+func (f *plFleet) stop(id string) error {
+	f.mu.Lock()
+	n := f.nodes[id]
+	delete(f.nodes, id)
+	f.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	n.cancel()
+	err := <-n.done
+	n.close()
+	return err
+}
+
+func (f *plFleet) ids() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	for id := range f.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (f *plFleet) node(id string) *plNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.nodes[id]
+}
+
+// owners maps each target held (and pollable) by an instance of the fleet
+// to those instances.
+func (f *plFleet) owners() map[string][]string {
+	out := map[string][]string{}
+	for _, id := range f.ids() {
+		if n := f.node(id); n != nil {
+			for _, t := range n.c.Owned() {
+				if n.c.IsOwned(t) {
+					out[t] = append(out[t], id)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// covered reports whether every target is held by exactly one instance of
+// the fleet.
+func (f *plFleet) covered() bool {
+	own := f.owners()
+	for _, t := range *f.targets.Load() {
+		if len(own[t]) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// balanced reports whether every target is held by the instance Assign
+// picks among members.
+func (f *plFleet) balanced(members []string) bool {
+	assign := polllease.Assign(*f.targets.Load(), members, polllease.DefaultLoadFactor)
+	own := f.owners()
+	for _, t := range *f.targets.Load() {
+		if len(own[t]) != 1 || own[t][0] != assign[t] {
+			return false
+		}
+	}
+	return true
+}
+
+func (f *plFleet) eventsSince(kind polllease.EventKind, since time.Time) []polllease.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []polllease.Event
+	for _, e := range f.events {
+		if e.Kind == kind && !e.Time.Before(since) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func plWaitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		<-tick.C
+	}
+	return time.Since(start)
+}
+
+func plRedisAddr(t *testing.T) string {
+	addrs := locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS")
+	addr, _, _ := strings.Cut(addrs, ",")
+	return addr
+}
+
+// TestPollLeaseRedisBalance: 10 instances share 1,000 (and 100) targets;
+// after convergence each holds at most ⌈1.2 × targets / 10⌉. At 1,000 it
+// also measures the store round trips per instance per renew interval, and
+// the convergence and moves after an 11th instance joins and after one
+// stops gracefully.
+func TestPollLeaseRedisBalance(t *testing.T) {
+	addr := plRedisAddr(t)
+	for _, n := range []int{100, 1000} {
+		t.Run(fmt.Sprintf("10x%d", n), func(t *testing.T) {
+			targets := plTargets(n)
+			f := newPlFleet(t, addr, targets)
+			start := time.Now()
+			for i := range 10 {
+				f.start(fmt.Sprintf("inst-%02d", i))
+			}
+			members := f.ids()
+			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+			t.Logf("10 instances × %d targets: balanced %v after start (%d acquisitions, %d rebalance releases, %d lost)", n,
+				took.Round(time.Millisecond), len(f.eventsSince(polllease.EventAcquired, start)),
+				len(f.eventsSince(polllease.EventReleased, start)), len(f.eventsSince(polllease.EventLost, start)))
+			limit := polllease.Capacity(n, 10, polllease.DefaultLoadFactor)
+			for _, id := range members {
+				assert.LessOrEqual(t, len(f.node(id).c.Owned()), limit, "%s over capacity", id)
+			}
+			if n < 1000 {
+				return
+			}
+
+			// Steady state: round trips per instance per renew interval,
+			// once the backups have made their one check of the targets
+			// they back up.
+			time.Sleep(6 * plReconcile)
+			const intervals = 8
+			before := map[string][2]int64{}
+			for _, id := range members {
+				rt := f.node(id).rt
+				before[id] = [2]int64{rt.pipelines.Load(), rt.single.Load()}
+			}
+			time.Sleep(intervals * plRenew) // a measurement window, not a wait for an event
+			var pipes, singles float64
+			for _, id := range members {
+				rt := f.node(id).rt
+				pipes += float64(rt.pipelines.Load()-before[id][0]) / intervals / 10
+				singles += float64(rt.single.Load()-before[id][1]) / intervals / 10
+			}
+			t.Logf("round trips per instance per renew interval (%v): %.2f renewal pipelines + %.2f single commands (heartbeat every %v, member listing every ~%v tick, probes) = %.2f",
+				plRenew, pipes, singles, plBeat, plReconcile, pipes+singles)
+			assert.LessOrEqual(t, pipes, 2.0, "lease renewals are batched")
+
+			// A join moves about targets/11 targets.
+			plWaitFor(t, "balanced before the join", plWait, func() bool { return f.balanced(members) })
+			owners := f.owners()
+			joinAt := time.Now()
+			f.start("inst-10")
+			members = f.ids()
+			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
+			moved := 0
+			for tg, ids := range f.owners() {
+				if len(owners[tg]) == 0 || owners[tg][0] != ids[0] {
+					moved++
+				}
+			}
+			acquired := len(f.eventsSince(polllease.EventAcquired, joinAt))
+			t.Logf("join: converged in %v, %d targets moved (minimum %.1f), %d acquisitions", took.Round(time.Millisecond), moved, float64(n)/11, acquired)
+			assert.LessOrEqual(t, float64(moved), 1.3*float64(n)/11)
+
+			// A graceful stop hands its targets over within a tick.
+			owners = f.owners()
+			require.NoError(t, f.stop("inst-03"))
+			took = plWaitFor(t, "covered after a graceful stop", plWait, f.covered)
+			t.Logf("graceful stop: covered again in %v", took.Round(time.Millisecond))
+			assert.LessOrEqual(t, took, plReconcile*6/5+time.Second)
+			for tg, ids := range f.owners() {
+				if len(owners[tg]) == 1 && owners[tg][0] != "inst-03" {
+					assert.Equal(t, owners[tg][0], ids[0], "%s moved though its owner stayed", tg)
+				}
+			}
+		})
+	}
+}
+
+// TestPollLeaseRedisRollingRestart restarts every instance in turn with the
+// overlap detector on.
+func TestPollLeaseRedisRollingRestart(t *testing.T) {
+	f := newPlFleet(t, plRedisAddr(t), plTargets(100))
+	for i := range 4 {
+		f.start(fmt.Sprintf("gen0-%d", i))
+	}
+	plWaitFor(t, "covered", plWait, f.covered)
+	for i := range 4 {
+		require.NoError(t, f.stop(fmt.Sprintf("gen0-%d", i)))
+		f.start(fmt.Sprintf("gen1-%d", i))
+		took := plWaitFor(t, "covered after a restart", plWait, f.covered)
+		t.Logf("restart %d: covered in %v", i, took.Round(time.Millisecond))
+	}
+	members := f.ids()
+	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+	assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
+}
+
+// runPollChild is an instance in a process of its own, which the parent
+// kills with SIGKILL.
+func runPollChild(t *testing.T, spec string) {
+	f := strings.Fields(spec)
+	addr, group, id := f[0], f[1], f[2]
+	n, _ := strconv.Atoi(f[3])
+	targets := plTargets(n)
+	p, _, closeP := plProvider(t, addr)
+	defer closeP()
+	c, err := polllease.New(plConfig(p, p, group, id,
+		func(context.Context) ([]string, error) { return targets, nil },
+		func(context.Context, string, uint64) error { return nil },
+		func(e polllease.Event) {
+			if e.Kind == polllease.EventAcquired {
+				fmt.Println("acquired", e.Target)
+			}
+		}))
+	require.NoError(t, err)
+	_ = c.Run(context.Background()) // until killed
+}
+
+// TestPollLeaseRedisCrash kills an instance's process with SIGKILL: its
+// targets are polled again within a lease TTL plus a reconcile tick.
+func TestPollLeaseRedisCrash(t *testing.T) {
+	if spec := os.Getenv(envPollChild); spec != "" {
+		runPollChild(t, spec)
+		return
+	}
+	const n = 60
+	f := newPlFleet(t, plRedisAddr(t), plTargets(n))
+	for i := range 3 {
+		f.start(fmt.Sprintf("parent-%d", i))
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPollLeaseRedisCrash$", "-test.count=1")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	var childOwns atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "acquired ") {
+				childOwns.Add(1)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		wg.Wait()
+	})
+
+	members := append(f.ids(), "child")
+	plWaitFor(t, "child holds its share", plWait, func() bool {
+		assign := polllease.Assign(plTargets(n), members, polllease.DefaultLoadFactor)
+		own := f.owners()
+		for _, tg := range plTargets(n) {
+			if assign[tg] != "child" && (len(own[tg]) != 1 || own[tg][0] != assign[tg]) {
+				return false
+			}
+			if assign[tg] == "child" && len(own[tg]) != 0 {
+				return false
+			}
+		}
+		return childOwns.Load() > 0
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	took := plWaitFor(t, "the crashed instance's targets covered", plWait, f.covered)
+	t.Logf("crash: targets polled again %v after SIGKILL (TTL %v, reconcile %v)", took.Round(time.Millisecond), plTTL, plReconcile)
+	assert.LessOrEqual(t, took, plTTL+plReconcile*6/5+500*time.Millisecond)
+}
+
+// plStartRedis runs a redis-server of the test's own on a free loopback
+// port, so the test can SIGSTOP it.
+func plStartRedis(t *testing.T) (*exec.Cmd, string) {
+	t.Helper()
+	bin := locktest.RequireBinary(t, "redis-server")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	plWaitFor(t, "redis-server up", 10*time.Second, func() bool {
+		return rdb.Ping(context.Background()).Err() == nil
+	})
+	return cmd, addr
+}
+
+// TestPollLeaseRedisOutage SIGSTOPs the store: every poller stops before
+// its lease could expire, nothing is acquired during the outage, and every
+// target is polled again soon after the store returns.
+func TestPollLeaseRedisOutage(t *testing.T) {
+	srv, addr := plStartRedis(t)
+	f := newPlFleet(t, addr, plTargets(60))
+	for i := range 3 {
+		f.start(fmt.Sprintf("inst-%d", i))
+	}
+	members := f.ids()
+	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+
+	require.NoError(t, srv.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+	plWaitFor(t, "every poller stopped", plWait, func() bool { return len(f.owners()) == 0 })
+	t.Logf("outage: every poller stopped %v after SIGSTOP", time.Since(stopped).Round(time.Millisecond))
+	// Stay down until every lease has expired on the store's clock.
+	time.Sleep(plTTL - time.Since(stopped) + 200*time.Millisecond)
+	for _, p := range f.det.since(stopped) {
+		assert.True(t, p.end.Before(stopped.Add(plTTL)), "poll of %s by %s ended %v after SIGSTOP", p.target, p.instance, p.end.Sub(stopped))
+	}
+	assert.Empty(t, f.eventsSince(polllease.EventAcquired, stopped), "acquired during the outage")
+	require.NoError(t, srv.Process.Signal(syscall.SIGCONT))
+	took := plWaitFor(t, "covered after the outage", plWait, f.covered)
+	t.Logf("outage: covered %v after SIGCONT (reconcile %v)", took.Round(time.Millisecond), plReconcile)
+	assert.LessOrEqual(t, took, 2*plReconcile*6/5+plBeat)
+}
+
+// TestPollLeaseBackends runs a small fleet over every backend that offers
+// core.Membership: balance, a join, a graceful stop, the overlap detector.
+func TestPollLeaseBackends(t *testing.T) {
+	backends := []struct {
+		name string
+		open func(t *testing.T) func(t testing.TB) (core.Provider, core.Membership, func())
+	}{
+		{"file", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+			dir := t.TempDir()
+			return func(t testing.TB) (core.Provider, core.Membership, func()) {
+				p, err := filelock.New(dir)
+				require.NoError(t, err)
+				return p, p, func() { _ = p.Close() }
+			}
+		}},
+		{"redis", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+			addr := plRedisAddr(t)
+			return func(t testing.TB) (core.Provider, core.Membership, func()) {
+				p, _, closeP := plProvider(t, addr)
+				return p, p, closeP
+			}
+		}},
+		{"postgres", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+			url := locktest.RequireEnv(t, "DISTLOCK_PG_URL")
+			return func(t testing.TB) (core.Provider, core.Membership, func()) {
+				pool, err := pgxpool.New(context.Background(), url)
+				require.NoError(t, err)
+				p, err := pglock.New(pool, pglock.WithKeepalive(500*time.Millisecond))
+				require.NoError(t, err)
+				return p, p, func() {
+					_ = p.Close()
+					pool.Close()
+				}
+			}
+		}},
+		{"nats", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+			url := locktest.RequireEnv(t, "DISTLOCK_NATS_URL")
+			bucket := fmt.Sprintf("polllease_%08x", rand.Uint32())
+			t.Cleanup(func() {
+				nc, err := nats.Connect(url)
+				if err != nil {
+					return
+				}
+				defer nc.Close()
+				if js, err := jetstream.New(nc); err == nil {
+					_ = js.DeleteKeyValue(context.Background(), bucket)
+					_ = js.DeleteKeyValue(context.Background(), bucket+"_members")
+				}
+			})
+			return func(t testing.TB) (core.Provider, core.Membership, func()) {
+				nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+				require.NoError(t, err)
+				js, err := jetstream.New(nc)
+				require.NoError(t, err)
+				p, err := natslock.New(js, natslock.WithBucket(bucket), natslock.WithTTL(plTTL))
+				require.NoError(t, err)
+				return p, p, func() {
+					_ = p.Close()
+					nc.Close()
+				}
+			}
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			open := b.open(t)
+			f := newPlFleet(t, "", plTargets(30))
+			f.open = open
+			for i := range 3 {
+				f.start(fmt.Sprintf("inst-%d", i))
+			}
+			members := f.ids()
+			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+			t.Logf("%s: 3 instances × 30 targets balanced in %v", b.name, took.Round(time.Millisecond))
+
+			// Strict ownership and the snapshot need core.Inspector.
+			n := f.node("inst-1")
+			target := n.c.Owned()[0]
+			strict, err := n.c.IsOwnedStrict(context.Background(), target)
+			snap, serr := n.c.Snapshot(context.Background())
+			require.NoError(t, serr)
+			assert.Equal(t, members, snap.Members)
+			require.Len(t, snap.Leases, 30)
+			if errors.Is(err, core.ErrUnsupported) {
+				t.Logf("%s: no core.Inspector, so no strict check and a local-only snapshot", b.name)
+			} else {
+				require.NoError(t, err)
+				assert.True(t, strict)
+				for _, l := range snap.Leases {
+					assert.True(t, l.Held, "%s not held", l.Target)
+					assert.Positive(t, l.Token)
+				}
+			}
+
+			f.start("inst-3")
+			members = f.ids()
+			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
+			t.Logf("%s: balanced %v after a join", b.name, took.Round(time.Millisecond))
+
+			require.NoError(t, f.stop("inst-0"))
+			took = plWaitFor(t, "covered after a graceful stop", plWait, f.covered)
+			t.Logf("%s: covered %v after a graceful stop", b.name, took.Round(time.Millisecond))
+			members = f.ids()
+			plWaitFor(t, "balanced after a graceful stop", plWait, func() bool { return f.balanced(members) })
+			assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
+		})
+	}
+}
