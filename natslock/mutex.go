@@ -86,7 +86,7 @@ func (m *mutex) attempt(waiting bool) core.Attempt {
 }
 
 // wait is Acquire for every primitive. Waiters of one Provider line up
-// behind a local gate per key (see gates); the first in line makes one
+// behind a local gate per key (core.Gates); the first in line makes one
 // attempt, then, if the lock is busy, a core.Wait woken by the watcher of
 // watchKey. When this Provider watches the key already (a hot lock), it
 // subscribes before the first attempt instead, which saves the attempt that
@@ -95,7 +95,7 @@ func (p *Provider) wait(ctx context.Context, name, watchKey string, try core.Att
 	if ctx.Err() != nil {
 		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
 	}
-	leave, err := p.gates.enter(ctx, watchKey)
+	leave, err := p.gates.Enter(ctx, watchKey)
 	if err != nil {
 		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
 	}

@@ -89,7 +89,7 @@ type Provider struct {
 	notify core.Notifier
 	hints  hints
 	spare  spareKeys
-	gates  gates
+	gates  core.Gates
 
 	wmu      sync.Mutex
 	watches  map[string]*watch

@@ -254,21 +254,30 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	if ms < 1 {
 		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
 	}
-	var cmd *redis.Cmd
+	script, keys, args := c.acquireCall(l, owner, ms, wait)
+	cmd := script.Run(ctx, c.rdb, keys, args...)
+	return acquireResult(cmd)
+}
+
+// acquireCall is the script call behind one acquire attempt.
+func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration) (*redis.Script, []string, []any) {
 	switch l.Kind {
 	case KindMutex:
-		cmd = scriptMutexAcquire.Run(ctx, c.rdb, c.mutexKeys(l), owner, ms, max(wait.Milliseconds(), 0), c.inbox)
+		return scriptMutexAcquire, c.mutexKeys(l), []any{owner, ms, max(wait.Milliseconds(), 0), c.inbox}
 	case KindWrite:
 		waiting, markMS := 0, max(wait.Milliseconds(), 1)
 		if wait > 0 {
 			waiting = 1
 		}
-		cmd = scriptWriteAcquire.Run(ctx, c.rdb, c.rwKeys(l), owner, ms, waiting, markMS)
+		return scriptWriteAcquire, c.rwKeys(l), []any{owner, ms, waiting, markMS}
 	case KindRead:
-		cmd = scriptReadAcquire.Run(ctx, c.rdb, c.rwKeys(l), owner, ms)
-	case KindSemaphore:
-		cmd = scriptSemAcquire.Run(ctx, c.rdb, []string{c.Key(l), c.fenceKey(l)}, owner, ms, l.Max)
+		return scriptReadAcquire, c.rwKeys(l), []any{owner, ms}
+	default: // KindSemaphore; validated by the caller
+		return scriptSemAcquire, []string{c.Key(l), c.fenceKey(l)}, []any{owner, ms, l.Max}
 	}
+}
+
+func acquireResult(cmd *redis.Cmd) (Result, error) {
 	v, err := cmd.Int64Slice()
 	if err != nil {
 		return Result{}, err

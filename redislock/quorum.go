@@ -1,0 +1,97 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The operations below serve algorithms that run over several independent
+// servers, one Client each (package redlock). They are not needed on one
+// server, where the fencing token comes with the grant.
+
+var (
+	scriptCounterBump  = load("counter_bump")
+	scriptCounterRaise = load("counter_raise")
+)
+
+// CounterKey is the key of the durable counter of l's name: shared by every
+// kind of lock on the name, never expiring, never deleted.
+func (c *Client) CounterKey(l Lock) string { return c.base(l) + "counter" }
+
+// AcquireCounted makes one acquire attempt as Acquire does and, in the same
+// round trip (one pipeline), increments the name's durable counter when the
+// grant was made; Result.Token is then the counter's new value. Pass wait 0
+// for a mutex: a quorum must not use the single-server waiter queue, whose
+// handoffs each server would make to a different waiter.
+func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
+	if err := l.validate(); err != nil {
+		return Result{}, err
+	}
+	ms := ttl.Milliseconds()
+	if ms < 1 {
+		return Result{}, fmt.Errorf("redislock: ttl %v is under a millisecond", ttl)
+	}
+	kind := "key"
+	if l.Kind == KindRead || l.Kind == KindSemaphore {
+		kind = "zset"
+	}
+	cmds := c.pipelined(ctx, 2, func(i int) (*redis.Script, []string, []any) {
+		if i == 0 {
+			return c.acquireCall(l, owner, ms, wait)
+		}
+		return scriptCounterBump, []string{c.Key(l), c.CounterKey(l)}, []any{owner, kind}
+	})
+	res, err := acquireResult(cmds[0])
+	if err != nil || !res.Acquired {
+		return res, err
+	}
+	n, err := cmds[1].Int64()
+	if err != nil {
+		return Result{}, err
+	}
+	if n <= 0 {
+		return Result{}, fmt.Errorf("redislock: counter of %s not bumped after a grant", c.Key(l))
+	}
+	res.Token = uint64(n)
+	return res, nil
+}
+
+// RaiseCounter raises the durable counter of l's name to at least to: one
+// script call.
+func (c *Client) RaiseCounter(ctx context.Context, l Lock, to uint64) error {
+	return scriptCounterRaise.Run(ctx, c.rdb, []string{c.CounterKey(l)}, strconv.FormatUint(to, 10)).Err()
+}
+
+// Announce publishes on Channel that l may be free, for waiters of a lock
+// whose release script announced nothing (a mutex without queued waiters).
+func (c *Client) Announce(ctx context.Context, l Lock) error {
+	return c.rdb.Publish(ctx, c.Channel(), c.WakeKey(l)).Err()
+}
+
+// Waker delivers the release announcements published on a Client's Channel
+// to the local waiters of each lock: one pub/sub subscription, open while
+// some waiter listens (and a few seconds after). A Provider has one
+// internally; multi-server algorithms make one per server.
+type Waker struct{ w *waker }
+
+// NewWaker returns a Waker listening on channel through rdb. log receives
+// reconnect warnings; nil discards them.
+func NewWaker(rdb redis.UniversalClient, channel string, log *slog.Logger) *Waker {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Waker{w: newWaker(rdb, []string{channel}, 5*time.Second, log)}
+}
+
+// Subscribe returns a channel that receives when the lock with wake key key
+// (Client.WakeKey) may have been released, and the func that stops
+// listening. Subscribe before the attempt whose failure you will wait on.
+func (w *Waker) Subscribe(key string) (<-chan struct{}, func()) { return w.w.subscribe(key) }
+
+// Close stops listening and waits for the subscription's goroutine.
+func (w *Waker) Close() { w.w.close() }

@@ -1,0 +1,272 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock"
+)
+
+// locker is every primitive: the Lock says which.
+type locker struct {
+	p    *Provider
+	lock redislock.Lock
+}
+
+type rwLocker struct {
+	*locker
+	read *locker
+}
+
+func (l *rwLocker) RLocker() core.Locker { return l.read }
+
+func (p *Provider) locker(lock redislock.Lock) core.Locker {
+	if err := core.ValidateName(lock.Name); err != nil {
+		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
+	}
+	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
+		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, core.Invalid("semaphore max %d < 1", lock.Max)))
+	}
+	return &locker{p: p, lock: lock}
+}
+
+func (l *locker) Name() string { return l.lock.Name }
+
+// TryAcquire makes one attempt on every server in parallel and does not
+// wait for a busy lock. It fails with an error matching core.ErrNotAcquired
+// when the lock is held, and with the servers' errors (each naming its
+// server) when a majority cannot be reached.
+func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
+	if ctx.Err() != nil {
+		return nil, l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+	}
+	h, _, err := l.try(ctx, redislock.NewOwner(), 0)
+	return h, err
+}
+
+// Acquire waits until a majority grants the lock or ctx is done. Waiters
+// wake on the release announcements of every server and otherwise retry
+// with jittered backoff, never later than the holder's grant expires. When
+// a majority cannot be reached it fails at once with the servers' errors.
+func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
+	if ctx.Err() != nil {
+		return nil, l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+	}
+	// Only the first local waiter for a lock contends on the servers: a
+	// crowd of contenders would split the votes so that nobody wins a
+	// majority.
+	key := l.p.servers[0].client.WakeKey(l.lock)
+	leave, err := l.p.gates.Enter(ctx, key)
+	if err != nil {
+		return nil, l.p.wrap("acquire", l.lock.Name, err)
+	}
+	defer leave()
+	owner := redislock.NewOwner()
+	wait := max(time.Second, 3*l.p.cfg.backoff.Max) // writer-waiting marker life
+	h, _, err := l.try(ctx, owner, wait)
+	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
+		l.gaveUp(owner, err)
+		return h, err
+	}
+	wake, stop := l.p.subscribe(key)
+	defer stop()
+	h, err = core.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		return l.try(ctx, owner, wait)
+	})
+	if err != nil {
+		l.gaveUp(owner, err)
+		return nil, l.p.wrap("acquire", l.lock.Name, err)
+	}
+	return h, nil
+}
+
+// gaveUp withdraws a waiting writer's marker from every server.
+func (l *locker) gaveUp(owner string, err error) {
+	if err == nil || l.lock.Kind != redislock.KindWrite {
+		return
+	}
+	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	for _, s := range l.p.servers {
+		l.p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
+	}
+}
+
+// try is one attempt: the acquire script on every server in parallel,
+// decided as soon as a majority granted or can no longer grant.
+func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (core.Handle, time.Duration, error) {
+	p := l.p
+	start := time.Now()
+	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	actx, cancel := context.WithTimeout(ctx, p.cfg.budget())
+	defer cancel()
+	if l.lock.Kind == redislock.KindMutex {
+		wait = 0 // never join a server's waiter queue: see AcquireCounted
+	}
+	replies := each(p, actx, func(ctx context.Context, s server) (redislock.Result, error) {
+		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait)
+	})
+
+	n := len(p.servers)
+	var (
+		granted  = make(map[int]uint64, n) // server → its counter
+		refused  int
+		hard     []error // the server could not be asked: down, refusing connections
+		slow     []error // no answer within the budget
+		retryIn  time.Duration
+		answered int
+	)
+	failed := func() int { return refused + len(hard) + len(slow) }
+	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum {
+		r := <-replies
+		answered++
+		switch {
+		case r.err != nil && actx.Err() != nil && ctx.Err() == nil:
+			slow = append(slow, r.err)
+		case r.err != nil:
+			hard = append(hard, r.err)
+		case r.v.Acquired:
+			granted[r.i] = r.v.Token
+		default:
+			refused++
+			if retryIn == 0 || (r.v.RetryIn > 0 && r.v.RetryIn < retryIn) {
+				retryIn = r.v.RetryIn
+			}
+		}
+	}
+
+	if len(granted) >= p.quorum && time.Since(start) < p.cfg.budget() {
+		token, err := p.fence(actx, l.lock, granted)
+		if err == nil {
+			if late := n - answered; late > 0 {
+				// A late grant is extended and released with the others.
+				p.background(func(context.Context) {
+					for range late {
+						<-replies
+					}
+				})
+			}
+			return p.newHandle(g, token, start), 0, nil
+		}
+		slow = append(slow, err)
+	}
+
+	// Failed. Give back whatever may have been granted before the next
+	// try: the owner value is the same across the tries of one Acquire, so
+	// a give-back left running could delete the next try's grants.
+	cancel()
+	maybe := len(granted) > 0 || len(hard) > 0 || len(slow) > 0 // an errored call may have run
+	for ; answered < n; answered++ {
+		if r := <-replies; r.err != nil || r.v.Acquired {
+			maybe = true
+		}
+	}
+	if maybe {
+		p.giveBack(g)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, 0, p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+	case len(hard) > n-p.quorum:
+		// A majority cannot even be asked: waiting will not help.
+		return nil, 0, p.wrap("acquire", l.lock.Name, fmt.Errorf("%d of %d servers unreachable, %d needed: %w",
+			len(hard), n, p.quorum, errors.Join(hard...)))
+	}
+	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner", len(granted), n, p.quorum, refused)
+	if errs := append(hard, slow...); len(errs) > 0 {
+		why += fmt.Sprintf(", %d failed: %v", len(errs), errors.Join(errs...))
+	}
+	return nil, retryIn, p.wrap("acquire", l.lock.Name, core.Busy("%s)", why))
+}
+
+// giveBack releases g on every server and waits for all of them (up to
+// cleanupTimeout): the next try of the same Acquire reuses the owner value,
+// so no release of this one may still be on its way.
+func (p *Provider) giveBack(g redislock.Grant) {
+	ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+	defer cancel()
+	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
+		return s.client.Release(ctx, g)
+	})
+	for range p.servers {
+		<-replies
+	}
+}
+
+// fence turns the granting servers' counters into the grant's token: the
+// largest, written back to the granting servers that had less until a
+// majority holds at least that value.
+func (p *Provider) fence(ctx context.Context, lock redislock.Lock, granted map[int]uint64) (uint64, error) {
+	var token uint64
+	for _, v := range granted {
+		token = max(token, v)
+	}
+	var behind []int
+	for i, v := range granted {
+		if v < token {
+			behind = append(behind, i)
+		}
+	}
+	need := p.quorum - (len(granted) - len(behind))
+	if need <= 0 {
+		return token, nil
+	}
+	slices.Sort(behind)
+	out := make(chan error, len(behind))
+	for _, i := range behind {
+		s := p.servers[i]
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			if err := s.client.RaiseCounter(ctx, lock, token); err != nil {
+				out <- fmt.Errorf("%s: %w", s.name, err)
+				return
+			}
+			out <- nil
+		}()
+	}
+	var errs []error
+	for range behind {
+		if err := <-out; err != nil {
+			errs = append(errs, err)
+		} else if need--; need == 0 {
+			return token, nil
+		}
+	}
+	return 0, fmt.Errorf("fencing token %d written back to too few servers: %w", token, errors.Join(errs...))
+}
+
+// subscribe merges the release announcements of every server for key.
+func (p *Provider) subscribe(key string) (<-chan struct{}, func()) {
+	out := make(chan struct{}, 1)
+	done := make(chan struct{})
+	var stops []func()
+	for _, s := range p.servers {
+		ch, stop := s.waker.Subscribe(key)
+		stops = append(stops, stop)
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			for {
+				select {
+				case <-ch:
+					select {
+					case out <- struct{}{}:
+					default:
+					}
+				case <-done:
+					return
+				}
+			}
+		}()
+	}
+	return out, func() {
+		close(done)
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}

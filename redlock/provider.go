@@ -1,0 +1,286 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock"
+	"github.com/redis/go-redis/v9"
+)
+
+const backend = "redlock"
+
+// cleanupTimeout bounds the best-effort calls made after an acquire failed
+// and the stragglers of a release.
+const cleanupTimeout = 2 * time.Second
+
+// Provider makes RedLock mutexes and reader-writer locks over N independent
+// Redis servers. It implements core.Provider and is safe for concurrent
+// use. Close it when done.
+type Provider struct {
+	servers []server
+	quorum  int
+	cfg     config
+	keeper  *core.Keeper
+	gates   core.Gates // one contender per lock per Provider
+
+	bg     sync.WaitGroup // calls that outlive the operation that started them
+	bgCtx  context.Context
+	stopBg context.CancelFunc
+}
+
+type server struct {
+	name   string // for errors: "redis[1] 127.0.0.1:6380"
+	client *redislock.Client
+	waker  *redislock.Waker
+}
+
+var _ core.Provider = (*Provider)(nil)
+
+// New returns a Provider over clients, one per independent Redis server
+// (not replicas of one another: RedLock's safety needs independent
+// failures). N = len(clients) must be at least 1; with N = 1 it behaves
+// like redislock on that server. It does no I/O. It fails with an error
+// matching core.ErrInvalidArgument when clients is empty or holds a nil
+// client, or when an option is out of range.
+func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if len(clients) == 0 {
+		return nil, core.Invalid("redlock: no redis clients")
+	}
+	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1}
+	for i, rdb := range clients {
+		c, err := redislock.NewClient(rdb, cfg.prefix)
+		if err != nil {
+			return nil, fmt.Errorf("redlock: client %d: %w", i, err)
+		}
+		p.servers = append(p.servers, server{
+			name:   serverName(i, rdb),
+			client: c,
+			waker:  redislock.NewWaker(rdb, c.Channel(), cfg.log),
+		})
+	}
+	p.bgCtx, p.stopBg = context.WithCancel(context.Background())
+	p.keeper, err = core.NewKeeper(core.KeeperConfig{
+		TTL:      cfg.ttl,
+		Interval: cfg.interval,
+		Margin:   max(cfg.margin, time.Nanosecond), // 0 would mean "default" to the Keeper
+		Renew:    p.renew,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func serverName(i int, rdb redis.UniversalClient) string {
+	if c, ok := rdb.(*redis.Client); ok {
+		return fmt.Sprintf("redis[%d] %s", i, c.Options().Addr)
+	}
+	return fmt.Sprintf("redis[%d]", i)
+}
+
+// Quorum returns how many servers must agree: N/2+1.
+func (p *Provider) Quorum() int { return p.quorum }
+
+// Close stops the Provider's goroutines and waits for calls still in flight
+// (bounded by their timeouts). Handles still held are marked lost; their
+// grants expire on the servers after the TTL unless released. Close does
+// not close the redis clients. It always returns nil.
+func (p *Provider) Close() error {
+	p.keeper.Close()
+	for _, s := range p.servers {
+		s.waker.Close()
+	}
+	p.stopBg()
+	p.bg.Wait()
+	return nil
+}
+
+// Mutex returns the exclusive lock called name. Acquiring it costs one
+// parallel round trip to every server (two when the servers' fencing
+// counters disagree), releasing it one.
+func (p *Provider) Mutex(name string) core.Locker {
+	return p.locker(redislock.Lock{Kind: redislock.KindMutex, Name: name})
+}
+
+// RWMutex returns the reader-writer lock called name, each side granted by
+// a majority. A waiting writer keeps new readers out on the servers it
+// reaches.
+func (p *Provider) RWMutex(name string) core.RWLocker {
+	if err := core.ValidateName(name); err != nil {
+		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
+	}
+	return &rwLocker{
+		locker: &locker{p: p, lock: redislock.Lock{Kind: redislock.KindWrite, Name: name}},
+		read:   &locker{p: p, lock: redislock.Lock{Kind: redislock.KindRead, Name: name}},
+	}
+}
+
+// Semaphore returns the semaphore called name with max slots when the
+// Provider has one server, and otherwise a Locker whose acquire calls fail
+// with core.ErrUnsupported: see the package documentation for why a
+// majority vote cannot keep a semaphore's bound.
+func (p *Provider) Semaphore(name string, max int) core.Locker {
+	if len(p.servers) > 1 {
+		return core.FailedLocker(name, p.wrap("acquire", name,
+			fmt.Errorf("%w: a semaphore over %d servers: a majority vote does not preserve the bound", core.ErrUnsupported, len(p.servers))))
+	}
+	return p.locker(redislock.Lock{Kind: redislock.KindSemaphore, Name: name, Max: max})
+}
+
+func (p *Provider) wrap(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *core.Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+}
+
+// background runs f on a goroutine the Provider waits for in Close.
+func (p *Provider) background(f func(ctx context.Context)) {
+	p.bg.Add(1)
+	go func() {
+		defer p.bg.Done()
+		ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+// each calls f for every server in parallel and sends each result on the
+// returned channel, which has room for all of them, so the caller may stop
+// reading early. The goroutines end when f returns.
+func each[T any](p *Provider, ctx context.Context, f func(ctx context.Context, s server) (T, error)) <-chan reply[T] {
+	out := make(chan reply[T], len(p.servers))
+	for i, s := range p.servers {
+		p.bg.Add(1)
+		go func() {
+			defer p.bg.Done()
+			v, err := f(ctx, s)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", s.name, err)
+			}
+			out <- reply[T]{i: i, v: v, err: err}
+		}()
+	}
+	return out
+}
+
+type reply[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// renew is the Keeper's Renew: every server extends the whole batch in one
+// pipeline, in parallel. A lease is renewed once a majority extended it and
+// lost once more than N − quorum servers said it is gone; it is decided as
+// soon as either is certain, so a stalled server cannot hold the batch up.
+func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
+	gs := make([]redislock.Grant, len(batch))
+	for i, l := range batch {
+		gs[i] = l.Data.(redislock.Grant)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stragglers
+	replies := each(p, ctx, func(ctx context.Context, s server) ([]error, error) {
+		return s.client.ExtendAll(ctx, gs, p.cfg.ttl), nil
+	})
+	ok := make([]int, len(gs))
+	gone := make([]int, len(gs))
+	other := make([][]error, len(gs))
+	undecided := len(gs)
+	n := len(p.servers)
+	for range n {
+		r := <-replies
+		for i, err := range r.v {
+			if ok[i] >= p.quorum || gone[i] > n-p.quorum {
+				continue
+			}
+			switch {
+			case err == nil:
+				ok[i]++
+			case errors.Is(err, core.ErrLockLost):
+				gone[i]++
+			default:
+				other[i] = append(other[i], fmt.Errorf("%s: %w", p.servers[r.i].name, err))
+			}
+			if ok[i] >= p.quorum || gone[i] > n-p.quorum {
+				undecided--
+			}
+		}
+		if undecided == 0 {
+			break
+		}
+	}
+	errs := make([]error, len(gs))
+	for i := range gs {
+		switch {
+		case ok[i] >= p.quorum:
+		case gone[i] > n-p.quorum:
+			errs[i] = fmt.Errorf("%w: %d of %d servers no longer hold the grant", core.ErrLockLost, gone[i], n)
+		default:
+			errs[i] = fmt.Errorf("extended on %d of %d servers, %d needed: %w", ok[i], n, p.quorum, errors.Join(other[i]...))
+		}
+	}
+	return errs
+}
+
+// releaseAll gives g up on every server and returns once a majority
+// confirmed (or every server answered); the others finish in the
+// background.
+func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant) error {
+	replies := each(p, context.WithoutCancel(ctx), func(ctx context.Context, s server) (bool, error) {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		released, err := s.client.Release(ctx, g)
+		if released && g.Lock.Kind == redislock.KindMutex {
+			// A mutex release without queued waiters announces nothing;
+			// redlock's waiters listen for this, sent after the reply so
+			// the release does not wait for it.
+			p.background(func(ctx context.Context) { _ = s.client.Announce(ctx, g.Lock) })
+		}
+		return released, err
+	})
+	var errs []error
+	confirmed := 0
+	for range p.servers {
+		r := <-replies
+		if r.err != nil {
+			errs = append(errs, r.err)
+		} else {
+			confirmed++
+		}
+		if confirmed >= p.quorum {
+			return nil
+		}
+	}
+	return p.wrap("release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
+		confirmed, len(p.servers), p.quorum, errors.Join(errs...)))
+}
+
+// handle is a lock granted by a majority.
+type handle struct {
+	*core.BaseHandle
+	grant redislock.Grant
+}
+
+func (p *Provider) newHandle(g redislock.Grant, token uint64, start time.Time) *handle {
+	h := &handle{grant: g}
+	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
+		return p.releaseAll(ctx, g)
+	})
+	p.keeper.Keep(h.BaseHandle, start, g)
+	return h
+}

@@ -1,0 +1,217 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redlock"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).reaper"))
+}
+
+const testTTL = 3 * time.Second
+
+func newProvider(t testing.TB, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.Provider {
+	t.Helper()
+	opts = append([]redlock.Option{redlock.WithTTL(testTTL), redlock.WithMinValidity(testTTL - time.Second)}, opts...)
+	p, err := redlock.New(clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+func uniqueName(t testing.TB) string {
+	return fmt.Sprintf("%s/%08x", t.Name(), rand.Uint32())
+}
+
+// breakGrant deletes the lock's keys on a majority of the servers.
+func breakGrant(clients []redis.UniversalClient) func(t testing.TB, h core.Handle) {
+	return func(t testing.TB, h core.Handle) {
+		g := redlock.GrantOf(h)
+		c, err := redislock.NewClient(clients[0], redlock.DefaultPrefix)
+		require.NoError(t, err)
+		key := c.Key(g.Lock)
+		for _, rdb := range clients[:len(clients)/2+1] {
+			require.NoError(t, rdb.Del(context.Background(), key).Err())
+		}
+	}
+}
+
+func TestConformance(t *testing.T) {
+	for _, n := range []int{1, 3, 5} {
+		t.Run(fmt.Sprintf("N=%d", n), func(t *testing.T) {
+			locktest.TestProvider(t, locktest.Config{
+				New: func(t testing.TB) core.Provider {
+					return newProvider(t, sharedClients(t, n))
+				},
+				Break: func(t testing.TB, h core.Handle) {
+					breakGrant(sharedClients(t, n))(t, h)
+				},
+				LostWithin:    testTTL,
+				AbandonWithin: testTTL,
+			})
+		})
+	}
+}
+
+func BenchmarkProvider(b *testing.B) {
+	for _, n := range []int{1, 3, 5} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			locktest.BenchmarkProvider(b, locktest.Config{
+				New: func(t testing.TB) core.Provider { return newProvider(t, sharedClients(t, n)) },
+			})
+		})
+	}
+}
+
+func TestNewBadInput(t *testing.T) {
+	one := []redis.UniversalClient{redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})}
+	defer one[0].Close()
+	for _, tc := range []struct {
+		name    string
+		clients []redis.UniversalClient
+		opts    []redlock.Option
+	}{
+		{"no clients", nil, nil},
+		{"nil client", []redis.UniversalClient{nil}, nil},
+		{"nil *redis.Client", []redis.UniversalClient{(*redis.Client)(nil)}, nil},
+		{"zero TTL", one, []redlock.Option{redlock.WithTTL(0)}},
+		{"negative TTL", one, []redlock.Option{redlock.WithTTL(-time.Second)}},
+		{"absurd TTL", one, []redlock.Option{redlock.WithTTL(1000 * time.Hour)}},
+		{"min validity ≥ TTL", one, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithMinValidity(time.Second)}},
+		{"negative drift", one, []redlock.Option{redlock.WithDriftMargin(-time.Millisecond)}},
+		{"interval ≥ TTL", one, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithRenewInterval(time.Second)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := redlock.New(tc.clients, tc.opts...)
+			require.ErrorIs(t, err, core.ErrInvalidArgument)
+			require.Nil(t, p)
+		})
+	}
+}
+
+func TestSemaphoreUnsupportedOverSeveralServers(t *testing.T) {
+	p := newProvider(t, sharedClients(t, 3))
+	_, err := p.Semaphore(uniqueName(t), 2).TryAcquire(context.Background())
+	require.ErrorIs(t, err, core.ErrUnsupported)
+}
+
+func TestMinorityLoss(t *testing.T) {
+	procs, clients := ownServers(t, 5)
+	p := newProvider(t, clients)
+	procs[0].kill()
+	procs[3].kill()
+	ctx := context.Background()
+	l := p.Mutex(uniqueName(t))
+	h, err := l.TryAcquire(ctx)
+	require.NoError(t, err, "2 of 5 servers down must not stop an acquire")
+	// Outlive several extensions: the lease is kept on the surviving majority.
+	time.Sleep(testTTL + testTTL/2)
+	require.NoError(t, h.Context().Err(), "lost although a majority extends it: %v", context.Cause(h.Context()))
+	require.NoError(t, h.Release(ctx))
+	h2, err := l.TryAcquire(ctx)
+	require.NoError(t, err, "released lock not free")
+	require.NoError(t, h2.Release(ctx))
+}
+
+func TestMajorityLoss(t *testing.T) {
+	procs, clients := ownServers(t, 5)
+	p := newProvider(t, clients)
+	ctx := context.Background()
+	holder, err := p.Mutex(uniqueName(t)).TryAcquire(ctx)
+	require.NoError(t, err)
+	lostAt := time.Now()
+	for _, i := range []int{1, 2, 4} {
+		procs[i].kill()
+	}
+
+	// A new acquire fails within the budget, naming the dead servers.
+	start := time.Now()
+	_, err = p.Mutex(uniqueName(t)).TryAcquire(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, core.ErrNotAcquired, "dead servers are not a busy lock")
+	assert.Less(t, time.Since(start), 2*time.Second, "did not fail within the acquire budget (1s)")
+	for _, i := range []int{1, 2, 4} {
+		assert.Contains(t, err.Error(), procs[i].addr, "error does not name dead server %d", i)
+	}
+
+	// The holder's context ends within the trust window.
+	select {
+	case <-holder.Context().Done():
+		assert.ErrorIs(t, context.Cause(holder.Context()), core.ErrLockLost)
+		assert.Less(t, time.Since(lostAt), testTTL+time.Second)
+	case <-time.After(testTTL + 2*time.Second):
+		t.Fatal("holder not lost after a majority of servers died")
+	}
+	_ = holder.Release(ctx)
+}
+
+func TestPausedServerDoesNotStallQuorum(t *testing.T) {
+	procs, clients := ownServers(t, 5)
+	p := newProvider(t, clients)
+	procs[2].pause()
+	defer procs[2].resume()
+	ctx := context.Background()
+	for i := range 5 {
+		start := time.Now()
+		h, err := p.Mutex(uniqueName(t)).TryAcquire(ctx)
+		require.NoError(t, err, "attempt %d with one server paused", i)
+		assert.Less(t, time.Since(start), time.Second, "acquire waited for the paused server (budget is 1s)")
+		require.NoError(t, h.Release(ctx))
+	}
+}
+
+func TestMajorityKeysDeleted(t *testing.T) {
+	clients := sharedClients(t, 5)
+	p := newProvider(t, clients)
+	h, err := p.Mutex(uniqueName(t)).TryAcquire(context.Background())
+	require.NoError(t, err)
+	breakGrant(clients)(t, h)
+	select {
+	case <-h.Context().Done():
+		require.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
+	case <-time.After(testTTL):
+		t.Fatal("not lost at the next extension")
+	}
+	_ = h.Release(context.Background())
+}
+
+func TestFencingAcrossDisagreeingCounters(t *testing.T) {
+	clients := sharedClients(t, 5)
+	p := newProvider(t, clients)
+	ctx := context.Background()
+	name := uniqueName(t)
+	l := p.Mutex(name)
+	h, err := l.TryAcquire(ctx)
+	require.NoError(t, err)
+	first := h.FencingToken()
+	require.NoError(t, h.Release(ctx))
+
+	// Push one server's counter far ahead, as if it had served grants the
+	// others never saw: the next token must still exceed every earlier one,
+	// and the write-back must bring a majority up to it.
+	c, err := redislock.NewClient(clients[4], redlock.DefaultPrefix)
+	require.NoError(t, err)
+	require.NoError(t, c.RaiseCounter(ctx, redislock.Lock{Kind: redislock.KindMutex, Name: name}, first+1000))
+	last := first
+	for range 5 {
+		h, err := l.TryAcquire(ctx)
+		require.NoError(t, err)
+		require.Greater(t, h.FencingToken(), last)
+		last = h.FencingToken()
+		require.NoError(t, h.Release(ctx))
+	}
+}
