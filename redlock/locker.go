@@ -101,8 +101,10 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	p := l.p
 	start := time.Now()
 	g := redislock.Grant{Lock: l.lock, Owner: owner}
-	actx, cancel := context.WithTimeout(ctx, p.cfg.budget())
-	defer cancel()
+	// The calls run to their end even when the caller gives up: a call cut
+	// short may still land its grant, and only a finished call can be
+	// answered with a release.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
 	if l.lock.Kind == redislock.KindMutex {
 		wait = 0 // never join a server's waiter queue: see AcquireCounted
 	}
@@ -120,8 +122,13 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 		answered int
 	)
 	failed := func() int { return refused + len(hard) + len(slow) }
-	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum {
-		r := <-replies
+	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum && ctx.Err() == nil {
+		var r reply[redislock.Result]
+		select {
+		case r = <-replies:
+		case <-ctx.Done():
+			continue
+		}
 		answered++
 		switch {
 		case r.err != nil && actx.Err() != nil && ctx.Err() == nil:
@@ -138,18 +145,27 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 		}
 	}
 
-	if len(granted) >= p.quorum && time.Since(start) < p.cfg.budget() {
+	if len(granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
 		token, err := p.fence(actx, l.lock, granted)
 		if err == nil {
-			if late := n - answered; late > 0 {
-				// A late grant is extended and released with the others.
-				p.background(func(context.Context) {
-					for range late {
-						<-replies
+			h := p.newHandle(g, token, start)
+			late := n - answered
+			p.bg.Add(1)
+			go func() {
+				// A late grant is extended and released with the others,
+				// unless the handle was released before it landed.
+				defer p.bg.Done()
+				defer cancel()
+				for range late {
+					r := <-replies
+					if (r.err != nil || r.v.Acquired) && h.Released() {
+						rctx, rcancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+						_, _ = p.servers[r.i].client.Release(rctx, g)
+						rcancel()
 					}
-				})
-			}
-			return p.newHandle(g, token, start), 0, nil
+				}
+			}()
+			return h, 0, nil
 		}
 		slow = append(slow, err)
 	}

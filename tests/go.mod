@@ -97,6 +97,7 @@ replace github.com/distlock/distlock/polllease => ../polllease
 
 require (
 	github.com/bsm/redislock v0.9.4
+	github.com/distlock/distlock/redlock v0.0.0-00010101000000-000000000000
 	github.com/docker/docker v28.2.2+incompatible
 	github.com/docker/go-connections v0.5.0
 	github.com/go-redsync/redsync/v4 v4.13.0
@@ -106,3 +107,5 @@ require (
 )
 
 replace github.com/distlock/distlock/filelock => ../filelock
+
+replace github.com/distlock/distlock/redlock => ../redlock

@@ -7,7 +7,7 @@ import (
 
 // sources lists every backend's cases; each backend's file defines its own.
 func sources() []source {
-	return []source{fileCases, redisCases, pgCases, natsCases}
+	return []source{fileCases, redisCases, redlockCases, pgCases, natsCases}
 }
 
 func sortDur(d []time.Duration) { slices.Sort(d) }
