@@ -282,9 +282,13 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 	select {
 	case errs = <-done:
 	case <-ctx.Done():
-		errs = make([]error, len(batch))
-		for i := range errs {
-			errs[i] = fmt.Errorf("renewal did not answer in time: %w", context.Cause(ctx))
+		select {
+		case errs = <-done: // answered at the deadline: use the answer
+		default:
+			errs = make([]error, len(batch))
+			for i := range errs {
+				errs[i] = fmt.Errorf("renewal did not answer in time: %w", context.Cause(ctx))
+			}
 		}
 	}
 
@@ -315,6 +319,9 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 			lost = append(lost, l)
 		case !l.deadline.IsZero() && !now.Before(l.deadline):
 			delete(k.leases, l)
+			if l.lastErr != nil {
+				err = errors.Join(l.lastErr, err) // keep why the earlier renewals failed
+			}
 			l.lastErr = trustClosed(err)
 			lost = append(lost, l)
 		default:
