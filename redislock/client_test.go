@@ -195,3 +195,22 @@ func TestParseHandoff(t *testing.T) {
 		assert.Equal(t, tt.token, token, tt.msg)
 	}
 }
+
+func TestAcquireCountedAfterScriptFlush(t *testing.T) {
+	// SCRIPT FLUSH affects every client of a server: use our own.
+	srv := startOwnServer(t, freePort(t))
+	rdb := newRedis(t, srv.addr())
+	c, err := NewClient(rdb, "")
+	require.NoError(t, err)
+	ctx := context.Background()
+	for _, kind := range []Kind{KindMutex, KindWrite, KindRead, KindSemaphore} {
+		// A server that has never seen the acquire script answers NOSCRIPT
+		// to it while the pipelined counter bump runs first.
+		require.NoError(t, rdb.ScriptFlush(ctx).Err())
+		l := Lock{Kind: kind, Name: t.Name() + kind.String(), Max: 2}
+		res, err := c.AcquireCounted(ctx, l, NewOwner(), time.Second, 0)
+		require.NoError(t, err, kind.String())
+		require.True(t, res.Acquired)
+		require.Positive(t, res.Token)
+	}
+}

@@ -40,17 +40,25 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
 		kind = "zset"
 	}
+	bump := func(int) (*redis.Script, []string, []any) {
+		return scriptCounterBump, []string{c.Key(l), c.CounterKey(l)}, []any{owner, kind}
+	}
 	cmds := c.pipelined(ctx, 2, func(i int) (*redis.Script, []string, []any) {
 		if i == 0 {
 			return c.acquireCall(l, owner, ms, wait)
 		}
-		return scriptCounterBump, []string{c.Key(l), c.CounterKey(l)}, []any{owner, kind}
+		return bump(i)
 	})
 	res, err := acquireResult(cmds[0])
 	if err != nil || !res.Acquired {
 		return res, err
 	}
 	n, err := cmds[1].Int64()
+	if err == nil && n == 0 {
+		// The server did not know the acquire script (NOSCRIPT), so the
+		// bump ran before the grant that was re-sent after it: bump again.
+		n, err = c.pipelined(ctx, 1, bump)[0].Int64()
+	}
 	if err != nil {
 		return Result{}, err
 	}
