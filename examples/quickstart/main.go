@@ -43,6 +43,7 @@ func main() {
 				if err := work(ctx, lock, worker); err != nil {
 					log.Fatal(err)
 				}
+				time.Sleep(10 * time.Millisecond) // give the other worker a turn
 			}
 		}()
 	}
