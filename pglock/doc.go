@@ -65,10 +65,13 @@
 // sequence instead, increasing across all locks, which spares every grant a
 // row write and a commit. The bump runs in the same statement as the lock
 // call, only when the lock is granted, and commits before the grant is
-// returned, so tokens of one lock strictly increase across processes and
-// server restarts. A transaction-scoped grant bumps the counter on the pool,
-// outside the caller's transaction, so that a rollback cannot hand its token
-// out again. The row key is "k:" plus the advisory key's canonical
+// returned; the Provider's own sessions run with synchronous_commit on,
+// whatever the server's default, so the commit is durable and tokens of one
+// lock strictly increase across processes, server restarts and crashes. A
+// transaction-scoped grant bumps the counter on the pool, outside the
+// caller's transaction, so that a rollback cannot hand its token out again;
+// there the pool's sessions decide durability: keep synchronous_commit on
+// for them (the server default) if tokens must survive a crash. The row key is "k:" plus the advisory key's canonical
 // form for mutexes and reader-writer locks (readers and writers share it),
 // and "s:" plus the name's key for a semaphore. The holder column records
 // the identity (WithIdentity) of the grant that took the row's token, which

@@ -190,9 +190,12 @@ func xactSQL(k Key, m lockMode, try bool) (string, []any) {
 
 // resetTimeoutsSQL turns off, for one of the Provider's sessions, the
 // server timeouts that would interfere with holding and waiting (those the
-// server version has).
-const resetTimeoutsSQL = `SELECT set_config(name, '0', false) FROM pg_settings
-WHERE name IN ('lock_timeout', 'statement_timeout', 'idle_session_timeout', 'idle_in_transaction_session_timeout')`
+// server version has), and turns synchronous_commit on: a fence counter
+// bump must be durable before its grant is returned, or a server crash
+// could hand the same token out twice.
+const resetTimeoutsSQL = `SELECT set_config(name, CASE name WHEN 'synchronous_commit' THEN 'on' ELSE '0' END, false)
+FROM pg_settings
+WHERE name IN ('lock_timeout', 'statement_timeout', 'idle_session_timeout', 'idle_in_transaction_session_timeout', 'synchronous_commit')`
 
 func (s *statements) createFence() string {
 	if s.seq {
