@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/gofrs/flock"
 
@@ -63,15 +62,5 @@ func (l *pollFlock) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (l *pollFlock) Acquire(ctx context.Context) (core.Handle, error) {
-	for {
-		h, err := l.TryAcquire(ctx)
-		if err == nil {
-			return h, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, core.NotAcquired(ctx)
-		case <-time.After(time.Millisecond):
-		}
-	}
+	return pollEvery1ms(ctx, l.TryAcquire)
 }

@@ -82,15 +82,5 @@ func (r rawKV) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (r rawKV) Acquire(ctx context.Context) (core.Handle, error) {
-	for {
-		h, err := r.TryAcquire(ctx)
-		if !errors.Is(err, core.ErrNotAcquired) {
-			return h, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, core.NotAcquired(ctx)
-		case <-time.After(time.Millisecond):
-		}
-	}
+	return pollEvery1ms(ctx, r.TryAcquire)
 }

@@ -87,17 +87,7 @@ func (l rawLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (l rawLocker) Acquire(ctx context.Context) (core.Handle, error) {
-	for {
-		h, err := l.TryAcquire(ctx)
-		if !errors.Is(err, core.ErrNotAcquired) {
-			return h, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, core.NotAcquired(ctx)
-		case <-time.After(time.Millisecond):
-		}
-	}
+	return pollEvery1ms(ctx, l.TryAcquire)
 }
 
 // bsmLocker adapts github.com/bsm/redislock.

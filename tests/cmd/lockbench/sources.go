@@ -1,8 +1,12 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/distlock/distlock/core"
 )
 
 // sources lists every backend's cases; each backend's file defines its own.
@@ -11,3 +15,19 @@ func sources() []source {
 }
 
 func sortDur(d []time.Duration) { slices.Sort(d) }
+
+// pollEvery1ms is the Acquire of the raw floors: try, and on a busy lock
+// sleep a millisecond and try again, as hand-written code usually does.
+func pollEvery1ms(ctx context.Context, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
+	for {
+		h, err := try(ctx)
+		if !errors.Is(err, core.ErrNotAcquired) {
+			return h, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, core.NotAcquired(ctx)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
