@@ -5,11 +5,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
-	"os/user"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +29,7 @@ import (
 	"github.com/distlock/distlock/natslock"
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/tests/internal/launch"
 )
 
 // Leader election over every backend: at most one leader across candidates
@@ -427,15 +425,21 @@ func startElectionChild(t *testing.T, i int, name string, promoted chan<- [2]uin
 // PostgreSQL, whose locks live in the server's sessions, is killed and
 // restarted.
 func TestElectionStoreOutage(t *testing.T) {
+	// Redis and NATS are frozen (SIGSTOP): the leader must notice through
+	// its lease. PostgreSQL is killed and restarted: a frozen server keeps
+	// the session, and with it the lock, until TCP gives up.
+	redisServer := func(t testing.TB) launch.Server { return launch.Redis(t, launch.RedisConfig{}) }
 	outages := []struct {
-		name   string
-		start  func(t *testing.T) *testServer
-		locker func(t testing.TB, addr, name string) core.Locker
-		lease  bool
+		name      string
+		start     func(t testing.TB) launch.Server
+		out, back func(launch.Server, testing.TB)
+		locker    func(t testing.TB, addr, name string) core.Locker
+		lease     bool
 	}{
-		{"redis", startRedis, redisLockerAt, true},
-		{"postgres", startPostgres, pgLockerAt, false},
-		{"nats", startNATS, natsLockerAt, true},
+		{"redis", redisServer, launch.Server.Pause, launch.Server.Resume, redisLockerAt, true},
+		{"postgres", launch.Postgres, launch.Server.Kill, launch.Server.Start, pgLockerAt, false},
+		{"nats", launch.NATS, launch.Server.Pause, launch.Server.Resume,
+			func(t testing.TB, addr, name string) core.Locker { return natsLockerAt(t, "nats://"+addr, name) }, true},
 	}
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
@@ -449,7 +453,7 @@ func TestElectionStoreOutage(t *testing.T) {
 			promoted := make(chan uint64, 10)
 			ends := make(chan ended, 10)
 			for i := range 3 {
-				runCandidate(t, o.locker(t, server.addr, name), election.Config{
+				runCandidate(t, o.locker(t, server.Addr(), name), election.Config{
 					ID: fmt.Sprintf("c%d", i),
 					OnPromote: func(ctx context.Context, term uint64) {
 						promoted <- term
@@ -467,7 +471,7 @@ func TestElectionStoreOutage(t *testing.T) {
 			}
 
 			stopped := time.Now()
-			server.stop(t)
+			o.out(server, t)
 			select {
 			case end := <-ends:
 				require.Equal(t, first, end.term)
@@ -486,7 +490,7 @@ func TestElectionStoreOutage(t *testing.T) {
 			default:
 			}
 
-			server.resume(t)
+			o.back(server, t)
 			select {
 			case next := <-promoted:
 				assert.Greater(t, next, first)
@@ -495,195 +499,6 @@ func TestElectionStoreOutage(t *testing.T) {
 			}
 		})
 	}
-}
-
-// testServer is a server process of the test's own.
-type testServer struct {
-	addr         string
-	stop, resume func(t *testing.T)
-}
-
-// frozen returns a testServer whose outage is a SIGSTOP of its process
-// group.
-func frozen(t *testing.T, cmd *exec.Cmd, addr string) *testServer {
-	stopped := false
-	t.Cleanup(func() {
-		if stopped {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
-		}
-	})
-	return &testServer{
-		addr: addr,
-		stop: func(t *testing.T) {
-			require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGSTOP))
-			stopped = true
-		},
-		resume: func(t *testing.T) {
-			require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT))
-			stopped = false
-		},
-	}
-}
-
-// freePort returns a loopback port nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// findServer looks for a server binary in PATH and where Debian puts them.
-func findServer(t *testing.T, name string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin", "/usr/local/bin"} {
-		if p := filepath.Join(dir, name); fileExists(p) {
-			return p
-		}
-	}
-	msg := name + " not found: run `make test`, which installs it"
-	if os.Getenv("CI") == "true" || os.Getenv("DISTLOCK_REQUIRE_SERVERS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// startServer runs a server of the test's own and waits until it accepts
-// connections on port.
-func startServer(t *testing.T, port int, cred *syscall.Credential, bin string, args ...string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	// A process group of its own, so the test can stop the server and
-	// every process it forks at once.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-	})
-	deadline := time.Now().Add(electionWait)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			c.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start: %v", bin, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a port: no event to wait for
-	}
-}
-
-func startRedis(t *testing.T) *testServer {
-	bin := findServer(t, "redis-server")
-	port := freePort(t)
-	cmd := startServer(t, port, nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	return frozen(t, cmd, fmt.Sprintf("127.0.0.1:%d", port))
-}
-
-func startNATS(t *testing.T) *testServer {
-	bin := findServer(t, "nats-server")
-	port := freePort(t)
-	cmd := startServer(t, port, nil, bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", t.TempDir())
-	return frozen(t, cmd, fmt.Sprintf("nats://127.0.0.1:%d", port))
-}
-
-// startPostgres initializes a throwaway cluster and runs it; its outage is
-// a kill of every server process, and it resumes by starting again on the
-// same data and port. PostgreSQL refuses to run as root, so as root it runs
-// as the postgres user.
-func startPostgres(t *testing.T) *testServer {
-	bindir := pgBinDir(t)
-	var cred *syscall.Credential
-	dir, err := os.MkdirTemp("", "distlock-election-pg-")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Skipf("running as root without a postgres user to run PostgreSQL as: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		require.NoError(t, os.Chown(dir, uid, gid))
-	}
-	data := filepath.Join(dir, "data")
-	initdb := exec.Command(filepath.Join(bindir, "initdb"), "-D", data, "--auth=trust", "-U", "distlock",
-		"-E", "UTF8", "--locale=C", "--no-sync")
-	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	out, err := initdb.CombinedOutput()
-	require.NoError(t, err, "initdb: %s", out)
-	port := freePort(t)
-	url := fmt.Sprintf("postgres://distlock@127.0.0.1:%d/postgres?sslmode=disable", port)
-	run := func(t *testing.T) *exec.Cmd {
-		cmd := startServer(t, port, cred, filepath.Join(bindir, "postgres"), "-D", data, "-p", strconv.Itoa(port),
-			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "fsync=off")
-		// The port answers before the server accepts sessions.
-		deadline := time.Now().Add(electionWait)
-		for {
-			pool, err := pgxpool.New(context.Background(), url)
-			if err == nil {
-				err = pool.Ping(context.Background())
-				pool.Close()
-			}
-			if err == nil {
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("postgres did not accept sessions: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling a server: no event to wait for
-		}
-	}
-	cmd := run(t)
-	return &testServer{
-		addr: url,
-		stop: func(t *testing.T) {
-			require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL))
-			_ = cmd.Wait()
-		},
-		resume: func(t *testing.T) { cmd = run(t) },
-	}
-}
-
-// pgBinDir finds initdb and postgres: DISTLOCK_PG_BINDIR (set by
-// scripts/services.sh), PATH, or the newest /usr/lib/postgresql/*/bin.
-func pgBinDir(t *testing.T) string {
-	t.Helper()
-	if d := os.Getenv("DISTLOCK_PG_BINDIR"); d != "" && fileExists(filepath.Join(d, "initdb")) {
-		return d
-	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Dir(r)
-		}
-	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if fileExists(filepath.Join(dirs[i], "initdb")) {
-			return dirs[i]
-		}
-	}
-	msg := "PostgreSQL's initdb not found: run `make test`, which installs it"
-	if os.Getenv("CI") == "true" || os.Getenv("DISTLOCK_REQUIRE_SERVERS") == "1" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-	return ""
 }
 
 // BenchmarkElectionHandover measures a planned handover: from the leader's
