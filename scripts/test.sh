@@ -100,8 +100,6 @@ start_services() {
 	# DESIGN §6: a skipped test is a defect, so make test fails on any skip
 	# (set DISTLOCK_FAIL_ON_SKIP=0 to only list them).
 	export DISTLOCK_FAIL_ON_SKIP=${DISTLOCK_FAIL_ON_SKIP:-1}
-	# tests/torture writes its backend × fault table here; it is shown below.
-	export DISTLOCK_TORTURE_SUMMARY="$WORK/torture-summary.txt"
 	echo "DISTLOCK_REDIS_ADDRS=$DISTLOCK_REDIS_ADDRS"
 	echo "DISTLOCK_PG_URL=$DISTLOCK_PG_URL"
 	echo "DISTLOCK_NATS_URL=$DISTLOCK_NATS_URL"
@@ -222,11 +220,6 @@ if [[ $mode != fmt ]]; then
 	done
 fi
 
-if [[ -s $WORK/torture-summary.txt ]]; then
-	echo
-	echo "==================== torture (backend × fault) ===================="
-	cat "$WORK/torture-summary.txt"
-fi
 echo
 echo "==================== summary ($mode) ===================="
 if [[ -n $fmt_result ]]; then

@@ -21,13 +21,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if s := results.String(); s != "" {
 		fmt.Print(s)
-		// go test shows a passing package's output only with -v; make test
-		// names a file to put the table in and prints it at the end.
-		if path := os.Getenv("DISTLOCK_TORTURE_SUMMARY"); path != "" {
-			if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
-				fmt.Fprintf(os.Stderr, "torture: writing the summary: %v\n", err)
-			}
-		}
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
