@@ -79,16 +79,16 @@ func TestSingleInstancePollsEverything(t *testing.T) {
 	waitFor(t, "all targets owned", 5*time.Second, f.covered)
 	waitFor(t, "every target polled", 5*time.Second, func() bool {
 		seen := map[string]bool{}
-		for _, r := range f.det.records() {
-			seen[r.target] = true
+		for _, r := range f.det.Polls() {
+			seen[r.Target] = true
 		}
 		return len(seen) == len(targets)
 	})
 	assert.Equal(t, targets, n.c.Owned())
 	assert.Equal(t, []string{"solo"}, n.c.Members())
 	assert.True(t, n.c.IsPreferredOwner(targets[0]))
-	for _, r := range f.det.records() {
-		assert.Positive(t, r.token)
+	for _, r := range f.det.Polls() {
+		assert.Positive(t, r.Token)
 	}
 
 	require.NoError(t, f.stop("solo"))
@@ -187,9 +187,9 @@ func TestPartitionedInstanceFailsClosed(t *testing.T) {
 	})
 	// Every poll of the victim ended before its leases could expire on the
 	// store (the last renewal started before the cut).
-	for _, r := range f.det.records() {
-		if r.instance == "node-1" {
-			assert.True(t, r.end.Before(cutAt.Add(testLeaseTTL)), "poll of %s ended %v after the cut", r.target, r.end.Sub(cutAt))
+	for _, r := range f.det.Polls() {
+		if r.Instance == "node-1" {
+			assert.True(t, r.End.Before(cutAt.Add(testLeaseTTL)), "poll of %s ended %v after the cut", r.Target, r.End.Sub(cutAt))
 		}
 	}
 	for _, e := range f.eventsOf(EventAcquired, cutAt) {
@@ -215,8 +215,8 @@ func TestStoreOutage(t *testing.T) {
 	downAt := time.Now()
 	f.store.setDown(true)
 	waitFor(t, "every poller stopped", 5*time.Second, func() bool { return len(f.owners()) == 0 })
-	for _, r := range f.det.records() {
-		assert.True(t, r.end.Before(downAt.Add(testLeaseTTL)), "poll of %s by %s ended %v after the outage began", r.target, r.instance, r.end.Sub(downAt))
+	for _, r := range f.det.Polls() {
+		assert.True(t, r.End.Before(downAt.Add(testLeaseTTL)), "poll of %s by %s ended %v after the outage began", r.Target, r.Instance, r.End.Sub(downAt))
 	}
 	// Stay down past the heartbeat TTL, so every instance is fenced.
 	time.Sleep(testBeatTTL)
@@ -298,7 +298,7 @@ func TestManualAcquireReleaseAndInspect(t *testing.T) {
 	ok, err = b.c.IsOwnedStrict(ctx, manual)
 	require.NoError(t, err)
 	assert.False(t, ok)
-	waitFor(t, "polled", 5*time.Second, func() bool { return len(f.det.records()) > 0 })
+	waitFor(t, "polled", 5*time.Second, func() bool { return len(f.det.Polls()) > 0 })
 
 	f.targets.set([]string{manual})
 	waitFor(t, "seen by b", 5*time.Second, func() bool {
@@ -370,10 +370,10 @@ func TestHeartbeatFencePausesAndResumes(t *testing.T) {
 	waitFor(t, "uncertain events", 5*time.Second, func() bool { return len(f.eventsOf(EventUncertain, failAt)) == 5 })
 	assert.Error(t, c.TryAcquire(ctx, "other"), "no acquisition while uncertain")
 	pausedAt := time.Now()
-	polls := len(f.det.records())
+	polls := len(f.det.Polls())
 	time.Sleep(3 * testPollEvery) // polls would happen in this window if not paused
-	for _, r := range f.det.records()[polls:] {
-		assert.True(t, r.start.Before(pausedAt), "polled %s while paused", r.target)
+	for _, r := range f.det.Polls()[polls:] {
+		assert.True(t, r.Start.Before(pausedAt), "polled %s while paused", r.Target)
 	}
 
 	m.fail.Store(false)

@@ -2,7 +2,7 @@ package polllease
 
 import (
 	"context"
-	"fmt"
+	"github.com/distlock/distlock/polllease/pollleasetest"
 	"io"
 	"log/slog"
 	"slices"
@@ -23,72 +23,6 @@ const (
 	testPollEvery = 50 * time.Millisecond
 	testPollWork  = 10 * time.Millisecond
 )
-
-// detector watches every poll of every instance and records any target
-// polled by two instances at once, or with a fencing token lower than one
-// already seen.
-type detector struct {
-	mu         sync.Mutex
-	active     map[string]string // target → instance polling it now
-	token      map[string]uint64
-	polls      []pollRecord
-	violations []string
-}
-
-type pollRecord struct {
-	instance, target string
-	token            uint64
-	start, end       time.Time
-}
-
-func newDetector() *detector {
-	return &detector{active: make(map[string]string), token: make(map[string]uint64)}
-}
-
-func (d *detector) pollFunc(instance string) func(context.Context, string, uint64) error {
-	return func(ctx context.Context, target string, token uint64) error {
-		d.mu.Lock()
-		if other, ok := d.active[target]; ok {
-			d.violations = append(d.violations, fmt.Sprintf("%s polled by %s and %s at once", target, other, instance))
-		}
-		if token == 0 || token < d.token[target] {
-			d.violations = append(d.violations, fmt.Sprintf("%s: token %d after %d", target, token, d.token[target]))
-		}
-		d.token[target] = token
-		d.active[target] = instance
-		rec := pollRecord{instance: instance, target: target, token: token, start: time.Now()}
-		d.mu.Unlock()
-
-		t := time.NewTimer(testPollWork)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-
-		d.mu.Lock()
-		if d.active[target] == instance {
-			delete(d.active, target)
-		}
-		rec.end = time.Now()
-		d.polls = append(d.polls, rec)
-		d.mu.Unlock()
-		return nil
-	}
-}
-
-func (d *detector) check(t *testing.T) {
-	t.Helper()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	require.Empty(t, d.violations)
-}
-
-func (d *detector) records() []pollRecord {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return slices.Clone(d.polls)
-}
 
 // targetSet is a Targets source the test can change.
 type targetSet struct {
@@ -112,7 +46,7 @@ func (ts *targetSet) get(context.Context) ([]string, error) {
 type fleet struct {
 	t       *testing.T
 	store   *memStore
-	det     *detector
+	det     *pollleasetest.Detector
 	targets *targetSet
 	mu      sync.Mutex
 	nodes   map[string]*node
@@ -127,13 +61,13 @@ type node struct {
 }
 
 func newFleet(t *testing.T, targets []string) *fleet {
-	f := &fleet{t: t, store: newMemStore(), det: newDetector(), targets: &targetSet{}, nodes: make(map[string]*node)}
+	f := &fleet{t: t, store: newMemStore(), det: pollleasetest.NewDetector(), targets: &targetSet{}, nodes: make(map[string]*node)}
 	f.targets.set(targets)
 	t.Cleanup(func() {
 		for _, id := range f.ids() {
 			f.stop(id)
 		}
-		f.det.check(t)
+		require.Empty(t, f.det.Violations(), "one poller per target")
 	})
 	return f
 }
@@ -149,7 +83,7 @@ func (f *fleet) config(id string, p *memProvider) Config {
 		ReconcileInterval: testReconcile,
 		MinHold:           testMinHold,
 		Targets:           f.targets.get,
-		Poll:              f.det.pollFunc(id),
+		Poll:              f.det.PollFunc(id, pollleasetest.Sleep(testPollWork)),
 		PollInterval:      func(string) time.Duration { return testPollEvery },
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnEvent: func(e Event) {
@@ -262,18 +196,5 @@ func (f *fleet) eventsOf(kind EventKind, since time.Time) []Event {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes, and returns how
-// long it took.
-func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		<-tick.C
-	}
-	return time.Since(start)
-}
+// waitFor waits for cond with a deadline.
+var waitFor = pollleasetest.WaitFor

@@ -33,6 +33,7 @@ import (
 	"github.com/distlock/distlock/natslock"
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/polllease"
+	"github.com/distlock/distlock/polllease/pollleasetest"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -70,72 +71,12 @@ func (c *plCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-// plDetector records every poll and any target polled by two instances at
-// once or with a fencing token lower than one seen before.
-type plDetector struct {
-	mu         sync.Mutex
-	active     map[string]string
-	token      map[string]uint64
-	polls      []plPoll
-	violations []string
-}
-
-type plPoll struct {
-	instance, target string
-	start, end       time.Time
-}
-
-func newPlDetector(t *testing.T) *plDetector {
-	d := &plDetector{active: map[string]string{}, token: map[string]uint64{}}
-	t.Cleanup(func() {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		assert.Empty(t, d.violations, "overlapping polls")
-	})
+// newPlDetector returns a detector that fails the test, at its end, if a
+// target was ever polled by two instances at once.
+func newPlDetector(t *testing.T) *pollleasetest.Detector {
+	d := pollleasetest.NewDetector()
+	t.Cleanup(func() { assert.Empty(t, d.Violations(), "overlapping polls") })
 	return d
-}
-
-func (d *plDetector) poll(instance string) func(context.Context, string, uint64) error {
-	return func(ctx context.Context, target string, token uint64) error {
-		d.mu.Lock()
-		if other, ok := d.active[target]; ok {
-			d.violations = append(d.violations, fmt.Sprintf("%s polled by %s and %s at once", target, other, instance))
-		}
-		if token == 0 || token < d.token[target] {
-			d.violations = append(d.violations, fmt.Sprintf("%s: token %d after %d", target, token, d.token[target]))
-		}
-		d.token[target], d.active[target] = token, instance
-		p := plPoll{instance: instance, target: target, start: time.Now()}
-		d.mu.Unlock()
-
-		t := time.NewTimer(plPollWork)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-
-		d.mu.Lock()
-		if d.active[target] == instance {
-			delete(d.active, target)
-		}
-		p.end = time.Now()
-		d.polls = append(d.polls, p)
-		d.mu.Unlock()
-		return nil
-	}
-}
-
-func (d *plDetector) since(t time.Time) []plPoll {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []plPoll
-	for _, p := range d.polls {
-		if !p.end.Before(t) {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 // plFleet is a set of Coordinators over one Redis server, in this process.
@@ -144,7 +85,7 @@ type plFleet struct {
 	addr    string // Redis, unless open is set
 	open    func(t testing.TB) (core.Provider, core.Membership, func())
 	group   string
-	det     *plDetector
+	det     *pollleasetest.Detector
 	targets atomic.Pointer[[]string]
 
 	mu     sync.Mutex
@@ -237,7 +178,7 @@ func (f *plFleet) start(id string) *plNode {
 		rp, rt, closeP = plProvider(f.t, f.addr)
 		p, m = rp, rp
 	}
-	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.poll(id), func(e polllease.Event) {
+	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.PollFunc(id, pollleasetest.Sleep(plPollWork)), func(e polllease.Event) {
 		f.mu.Lock()
 		f.events = append(f.events, e)
 		f.mu.Unlock()
@@ -336,19 +277,7 @@ func (f *plFleet) eventsSince(kind polllease.EventKind, since time.Time) []polll
 	return out
 }
 
-func plWaitFor(t *testing.T, what string, within time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		<-tick.C
-	}
-	return time.Since(start)
-}
+var plWaitFor = pollleasetest.WaitFor
 
 func plRedisAddr(t *testing.T) string {
 	addrs := locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS")
@@ -576,8 +505,8 @@ func TestPollLeaseRedisOutage(t *testing.T) {
 	t.Logf("outage: every poller stopped %v after SIGSTOP", time.Since(stopped).Round(time.Millisecond))
 	// Stay down until every lease has expired on the store's clock.
 	time.Sleep(plTTL - time.Since(stopped) + 200*time.Millisecond)
-	for _, p := range f.det.since(stopped) {
-		assert.True(t, p.end.Before(stopped.Add(plTTL)), "poll of %s by %s ended %v after SIGSTOP", p.target, p.instance, p.end.Sub(stopped))
+	for _, p := range f.det.EndedSince(stopped) {
+		assert.True(t, p.End.Before(stopped.Add(plTTL)), "poll of %s by %s ended %v after SIGSTOP", p.Target, p.Instance, p.End.Sub(stopped))
 	}
 	assert.Empty(t, f.eventsSince(polllease.EventAcquired, stopped), "acquired during the outage")
 	require.NoError(t, srv.Process.Signal(syscall.SIGCONT))
