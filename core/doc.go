@@ -40,10 +40,19 @@
 // # Shared machinery
 //
 // Backends build on [Wait] (randomized bounded backoff that wakes early on a
-// [Notifier] signal), [Keeper] (renews leases in batches on a cadence and
-// declares a lease lost when its trust window closes), [BaseHandle] (the
-// context, the idempotent release, the fencing token) and [SafeName] (a
-// portable encoding of any name into a short file-system and key-safe string).
+// [Notifier] signal), [Gates] (one local contender per lock, the others
+// queued in arrival order), [Keeper] (renews leases in batches on a cadence
+// and declares a lease lost when its trust window closes, even if the
+// backend call hangs), [BaseHandle] (the context, the idempotent release,
+// the fencing token) and [SafeName] (a portable encoding of any name into a
+// short file-system and key-safe string).
+//
+// # Optional interfaces
+//
+// A backend that can track live instances implements [Membership] (and
+// [Heartbeater] when it can register and list in one round trip; [Heartbeat]
+// uses it when present); polllease needs it. A Locker that can say who holds
+// it implements [Inspector]; election uses it to name the leader.
 //
 // core depends on the standard library only.
 package core
