@@ -91,7 +91,7 @@ func TestSingleInstancePollsEverything(t *testing.T) {
 		assert.Positive(t, r.Token)
 	}
 
-	require.NoError(t, f.stop("solo"))
+	require.NoError(t, f.Stop("solo"))
 	assert.Empty(t, f.store.held(), "graceful stop releases every lease")
 	members, err := n.p.Members(context.Background(), n.c.cfg.Group)
 	require.NoError(t, err)
@@ -115,29 +115,29 @@ func TestFleetBalanceChurnAndStop(t *testing.T) {
 	took := waitFor(t, "balanced", 15*time.Second, f.balanced)
 	t.Logf("5 instances balanced after %v", took)
 	limit := Capacity(len(targets), 5, DefaultLoadFactor)
-	for _, id := range f.ids() {
+	for _, id := range f.IDs() {
 		assert.LessOrEqual(t, len(f.node(id).c.Owned()), limit)
 	}
 
-	before := f.owners()
+	before := f.Owners()
 	f.start("node-5")
 	took = waitFor(t, "balanced after a join", 15*time.Second, f.balanced)
 	movedJoin := 0
-	for tg, ids := range f.owners() {
+	for tg, ids := range f.Owners() {
 		if before[tg][0] != ids[0] {
 			movedJoin++
 		}
 	}
 	t.Logf("join: balanced after %v, %d targets moved (minimum %d)", took, movedJoin, len(targets)/6)
-	assert.LessOrEqual(t, movedJoin, len(Assign(targets, f.ids(), DefaultLoadFactor)))
+	assert.LessOrEqual(t, movedJoin, len(Assign(targets, f.IDs(), DefaultLoadFactor)))
 
-	before = f.owners()
+	before = f.Owners()
 	gone := "node-2"
 	stopAt := time.Now()
-	require.NoError(t, f.stop(gone))
+	require.NoError(t, f.Stop(gone))
 	took = waitFor(t, "covered after a graceful stop", 10*time.Second, f.covered)
 	t.Logf("graceful stop: covered again after %v", took)
-	for tg, ids := range f.owners() {
+	for tg, ids := range f.Owners() {
 		if before[tg][0] != gone {
 			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed", tg)
 		}
@@ -177,7 +177,7 @@ func TestPartitionedInstanceFailsClosed(t *testing.T) {
 		return true
 	})
 	waitFor(t, "others cover every target", 10*time.Second, func() bool {
-		own := f.owners()
+		own := f.Owners()
 		for _, tg := range targets {
 			if ids := own[tg]; len(ids) != 1 || ids[0] == "node-1" {
 				return false
@@ -214,7 +214,7 @@ func TestStoreOutage(t *testing.T) {
 
 	downAt := time.Now()
 	f.store.setDown(true)
-	waitFor(t, "every poller stopped", 5*time.Second, func() bool { return len(f.owners()) == 0 })
+	waitFor(t, "every poller stopped", 5*time.Second, func() bool { return len(f.Owners()) == 0 })
 	for _, r := range f.det.Polls() {
 		assert.True(t, r.End.Before(downAt.Add(testLeaseTTL)), "poll of %s by %s ended %v after the outage began", r.Target, r.Instance, r.End.Sub(downAt))
 	}
@@ -241,7 +241,7 @@ func TestTargetsAddedAndRemoved(t *testing.T) {
 	changed := time.Now()
 	next := append(targetNames(10), "new-1", "new-2", "new-3")
 	f.targets.set(next)
-	waitFor(t, "new set covered", 10*time.Second, func() bool { return f.covered() && len(f.owners()) == len(next) })
+	waitFor(t, "new set covered", 10*time.Second, func() bool { return f.covered() && len(f.Owners()) == len(next) })
 	removed := f.eventsOf(EventReleased, changed)
 	assert.Len(t, removed, 10)
 	for _, e := range removed {
@@ -398,7 +398,7 @@ func TestRollingRestart(t *testing.T) {
 	}
 	waitFor(t, "covered", 10*time.Second, f.covered)
 	for i := range 3 {
-		require.NoError(t, f.stop(fmt.Sprintf("gen0-%d", i)))
+		require.NoError(t, f.Stop(fmt.Sprintf("gen0-%d", i)))
 		f.start(fmt.Sprintf("gen1-%d", i))
 		waitFor(t, "covered after a restart", 10*time.Second, f.covered)
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/polllease"
+	"github.com/distlock/distlock/polllease/pollleasetest"
 )
 
 // TestFileBackend runs three instances over one filelock directory, as
@@ -27,34 +26,9 @@ func TestFileBackend(t *testing.T) {
 		targets[i] = fmt.Sprintf("endpoint/%02d", i) // a slash is fine in a target
 	}
 
-	var mu sync.Mutex
-	active := map[string]string{}
-	var overlaps []string
-	poll := func(id string) func(context.Context, string, uint64) error {
-		return func(ctx context.Context, target string, token uint64) error {
-			mu.Lock()
-			if other, ok := active[target]; ok {
-				overlaps = append(overlaps, target+": "+other+" and "+id)
-			}
-			active[target] = id
-			mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Millisecond):
-			}
-			mu.Lock()
-			delete(active, target)
-			mu.Unlock()
-			return nil
-		}
-	}
-
-	type instance struct {
-		c      *polllease.Coordinator
-		cancel context.CancelFunc
-		done   chan error
-	}
-	start := func(id string) *instance {
+	det := pollleasetest.NewDetector()
+	fleet := pollleasetest.NewFleet[*polllease.Coordinator]()
+	start := func(id string) {
 		p, err := filelock.New(dir)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.Close() })
@@ -68,43 +42,32 @@ func TestFileBackend(t *testing.T) {
 			ReconcileInterval: 250 * time.Millisecond,
 			MinHold:           250 * time.Millisecond,
 			Targets:           func(context.Context) ([]string, error) { return targets, nil },
-			Poll:              poll(id),
+			Poll:              det.PollFunc(id, pollleasetest.Sleep(5*time.Millisecond)),
 			PollInterval:      func(string) time.Duration { return 50 * time.Millisecond },
 			Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 		})
 		require.NoError(t, err)
-		ctx, cancel := context.WithCancel(context.Background())
-		in := &instance{c: c, cancel: cancel, done: make(chan error, 1)}
-		go func() { in.done <- c.Run(ctx) }()
-		return in
+		fleet.Add(id, c, pollleasetest.Run(c.Run))
 	}
-	stop := func(in *instance) error {
-		in.cancel()
-		return <-in.done
+	for _, id := range []string{"a", "b", "c"} {
+		start(id)
 	}
-
-	fleet := map[string]*instance{"a": start("a"), "b": start("b"), "c": start("c")}
 	defer func() {
-		for _, in := range fleet {
-			assert.NoError(t, stop(in))
+		for _, id := range fleet.IDs() {
+			assert.NoError(t, fleet.Stop(id))
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Empty(t, overlaps)
+		assert.Empty(t, det.Violations())
 	}()
 	balanced := func() bool {
-		ids := slices.Sorted(func(yield func(string) bool) {
-			for id := range fleet {
-				if !yield(id) {
-					return
-				}
-			}
-		})
-		assign := polllease.Assign(targets, ids, polllease.DefaultLoadFactor)
+		assign := polllease.Assign(targets, fleet.IDs(), polllease.DefaultLoadFactor)
 		n := 0
-		for id, in := range fleet {
-			for _, tg := range in.c.Owned() {
-				if assign[tg] != id || !in.c.IsOwned(tg) {
+		for _, id := range fleet.IDs() {
+			c, ok := fleet.Get(id)
+			if !ok {
+				continue
+			}
+			for _, tg := range c.Owned() {
+				if assign[tg] != id || !c.IsOwned(tg) {
 					return false
 				}
 				n++
@@ -113,12 +76,13 @@ func TestFileBackend(t *testing.T) {
 		return n == len(targets)
 	}
 	require.Eventually(t, balanced, 15*time.Second, 10*time.Millisecond)
-	for _, in := range fleet {
-		assert.LessOrEqual(t, len(in.c.Owned()), polllease.Capacity(len(targets), 3, polllease.DefaultLoadFactor))
+	for _, id := range fleet.IDs() {
+		c, _ := fleet.Get(id)
+		assert.LessOrEqual(t, len(c.Owned()), polllease.Capacity(len(targets), 3, polllease.DefaultLoadFactor))
 	}
 
-	require.NoError(t, stop(fleet["b"]))
-	delete(fleet, "b")
+	require.NoError(t, fleet.Stop("b"))
 	require.Eventually(t, balanced, 15*time.Second, 10*time.Millisecond)
-	assert.Equal(t, []string{"a", "c"}, fleet["a"].c.Members())
+	a, _ := fleet.Get("a")
+	assert.Equal(t, []string{"a", "c"}, a.Members())
 }

@@ -44,29 +44,27 @@ func (ts *targetSet) get(context.Context) ([]string, error) {
 
 // fleet runs in-process instances over one memStore.
 type fleet struct {
+	*pollleasetest.Fleet[*node]
 	t       *testing.T
 	store   *memStore
 	det     *pollleasetest.Detector
 	targets *targetSet
-	mu      sync.Mutex
-	nodes   map[string]*node
-	events  []Event
+	events  pollleasetest.Log[Event]
 }
 
 type node struct {
-	c      *Coordinator
-	p      *memProvider
-	cancel context.CancelFunc
-	done   chan error
+	c *Coordinator
+	p *memProvider
 }
 
+func (n *node) Owned() []string            { return n.c.Owned() }
+func (n *node) IsOwned(target string) bool { return n.c.IsOwned(target) }
+
 func newFleet(t *testing.T, targets []string) *fleet {
-	f := &fleet{t: t, store: newMemStore(), det: pollleasetest.NewDetector(), targets: &targetSet{}, nodes: make(map[string]*node)}
+	f := &fleet{Fleet: pollleasetest.NewFleet[*node](), t: t, store: newMemStore(), det: pollleasetest.NewDetector(), targets: &targetSet{}}
 	f.targets.set(targets)
 	t.Cleanup(func() {
-		for _, id := range f.ids() {
-			f.stop(id)
-		}
+		f.StopAll()
 		require.Empty(t, f.det.Violations(), "one poller per target")
 	})
 	return f
@@ -86,11 +84,7 @@ func (f *fleet) config(id string, p *memProvider) Config {
 		Poll:              f.det.PollFunc(id, pollleasetest.Sleep(testPollWork)),
 		PollInterval:      func(string) time.Duration { return testPollEvery },
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
-		OnEvent: func(e Event) {
-			f.mu.Lock()
-			f.events = append(f.events, e)
-			f.mu.Unlock()
-		},
+		OnEvent:           f.events.Add,
 	}
 }
 
@@ -99,73 +93,21 @@ func (f *fleet) start(id string) *node {
 	p := newMemProvider(f.t, f.store, id, testLeaseTTL)
 	c, err := New(f.config(id, p))
 	require.NoError(f.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{c: c, p: p, cancel: cancel, done: make(chan error, 1)}
-	go func() { n.done <- c.Run(ctx) }()
-	f.mu.Lock()
-	f.nodes[id] = n
-	f.mu.Unlock()
+	n := &node{c: c, p: p}
+	f.Add(id, n, pollleasetest.Run(c.Run))
 	return n
 }
 
-// stop stops an instance gracefully and returns Run's error.
-func (f *fleet) stop(id string) error {
-	f.mu.Lock()
-	n := f.nodes[id]
-	delete(f.nodes, id)
-	f.mu.Unlock()
-	if n == nil {
-		return nil
-	}
-	n.cancel()
-	return <-n.done
-}
-
-func (f *fleet) ids() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ids []string
-	for id := range f.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 func (f *fleet) node(id string) *node {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.nodes[id]
+	n, _ := f.Get(id)
+	return n
 }
 
-// owners maps each target some instance holds to the instances holding it.
-func (f *fleet) owners() map[string][]string {
-	out := make(map[string][]string)
-	for _, id := range f.ids() {
-		if n := f.node(id); n != nil {
-			for _, t := range n.c.Owned() {
-				if n.c.IsOwned(t) {
-					out[t] = append(out[t], id)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// covered reports whether every target is held by exactly one instance.
+// covered reports whether every target is held by exactly one instance,
+// and no other target is held.
 func (f *fleet) covered() bool {
 	want, _ := f.targets.get(context.Background())
-	own := f.owners()
-	if len(own) != len(want) {
-		return false
-	}
-	for _, t := range want {
-		if len(own[t]) != 1 {
-			return false
-		}
-	}
-	return true
+	return len(f.Owners()) == len(want) && f.Covered(want)
 }
 
 // balanced reports whether the fleet is covered and every instance holds
@@ -175,8 +117,8 @@ func (f *fleet) balanced() bool {
 		return false
 	}
 	want, _ := f.targets.get(context.Background())
-	assign := Assign(want, f.ids(), DefaultLoadFactor)
-	for t, ids := range f.owners() {
+	assign := Assign(want, f.IDs(), DefaultLoadFactor)
+	for t, ids := range f.Owners() {
 		if assign[t] != ids[0] {
 			return false
 		}
@@ -185,15 +127,7 @@ func (f *fleet) balanced() bool {
 }
 
 func (f *fleet) eventsOf(kind EventKind, since time.Time) []Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []Event
-	for _, e := range f.events {
-		if e.Kind == kind && !e.Time.Before(since) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return f.events.Where(func(e Event) bool { return e.Kind == kind && !e.Time.Before(since) })
 }
 
 // waitFor waits for cond with a deadline.

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,37 +80,32 @@ func newPlDetector(t *testing.T) *pollleasetest.Detector {
 
 // plFleet is a set of Coordinators over one Redis server, in this process.
 type plFleet struct {
+	*pollleasetest.Fleet[*plNode]
 	t       *testing.T
 	addr    string // Redis, unless open is set
 	open    func(t testing.TB) (core.Provider, core.Membership, func())
 	group   string
 	det     *pollleasetest.Detector
 	targets atomic.Pointer[[]string]
-
-	mu     sync.Mutex
-	nodes  map[string]*plNode
-	events []polllease.Event
+	events  pollleasetest.Log[polllease.Event]
 }
 
 type plNode struct {
-	c      *polllease.Coordinator
-	rt     *plCounter
-	cancel context.CancelFunc
-	done   chan error
-	close  func()
+	c  *polllease.Coordinator
+	rt *plCounter
 }
+
+func (n *plNode) Owned() []string            { return n.c.Owned() }
+func (n *plNode) IsOwned(target string) bool { return n.c.IsOwned(target) }
 
 func newPlFleet(t *testing.T, addr string, targets []string) *plFleet {
 	f := &plFleet{
-		t: t, addr: addr, det: newPlDetector(t), nodes: map[string]*plNode{},
+		Fleet: pollleasetest.NewFleet[*plNode](),
+		t:     t, addr: addr, det: newPlDetector(t),
 		group: fmt.Sprintf("pl-%s-%08x", strings.ReplaceAll(t.Name(), "/", "-"), rand.Uint32()),
 	}
 	f.targets.Store(&targets)
-	t.Cleanup(func() {
-		for _, id := range f.ids() {
-			f.stop(id)
-		}
-	})
+	t.Cleanup(f.StopAll)
 	return f
 }
 
@@ -178,85 +172,32 @@ func (f *plFleet) start(id string) *plNode {
 		rp, rt, closeP = plProvider(f.t, f.addr)
 		p, m = rp, rp
 	}
-	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.PollFunc(id, pollleasetest.Sleep(plPollWork)), func(e polllease.Event) {
-		f.mu.Lock()
-		f.events = append(f.events, e)
-		f.mu.Unlock()
-	}))
+	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.PollFunc(id, pollleasetest.Sleep(plPollWork)), f.events.Add))
 	require.NoError(f.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &plNode{c: c, rt: rt, cancel: cancel, done: make(chan error, 1), close: closeP}
-	go func() { n.done <- c.Run(ctx) }()
-	f.mu.Lock()
-	f.nodes[id] = n
-	f.mu.Unlock()
+	n := &plNode{c: c, rt: rt}
+	stop := pollleasetest.Run(c.Run)
+	f.Add(id, n, func() error {
+		err := stop()
+		closeP()
+		return err
+	})
 	return n
 }
 
-func (f *plFleet) stop(id string) error {
-	f.mu.Lock()
-	n := f.nodes[id]
-	delete(f.nodes, id)
-	f.mu.Unlock()
-	if n == nil {
-		return nil
-	}
-	n.cancel()
-	err := <-n.done
-	n.close()
-	return err
-}
-
-func (f *plFleet) ids() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var ids []string
-	for id := range f.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 func (f *plFleet) node(id string) *plNode {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.nodes[id]
-}
-
-// owners maps each target held (and pollable) by an instance of the fleet
-// to those instances.
-func (f *plFleet) owners() map[string][]string {
-	out := map[string][]string{}
-	for _, id := range f.ids() {
-		if n := f.node(id); n != nil {
-			for _, t := range n.c.Owned() {
-				if n.c.IsOwned(t) {
-					out[t] = append(out[t], id)
-				}
-			}
-		}
-	}
-	return out
+	n, _ := f.Get(id)
+	return n
 }
 
 // covered reports whether every target is held by exactly one instance of
 // the fleet.
-func (f *plFleet) covered() bool {
-	own := f.owners()
-	for _, t := range *f.targets.Load() {
-		if len(own[t]) != 1 {
-			return false
-		}
-	}
-	return true
-}
+func (f *plFleet) covered() bool { return f.Covered(*f.targets.Load()) }
 
 // balanced reports whether every target is held by the instance Assign
 // picks among members.
 func (f *plFleet) balanced(members []string) bool {
 	assign := polllease.Assign(*f.targets.Load(), members, polllease.DefaultLoadFactor)
-	own := f.owners()
+	own := f.Owners()
 	for _, t := range *f.targets.Load() {
 		if len(own[t]) != 1 || own[t][0] != assign[t] {
 			return false
@@ -266,15 +207,7 @@ func (f *plFleet) balanced(members []string) bool {
 }
 
 func (f *plFleet) eventsSince(kind polllease.EventKind, since time.Time) []polllease.Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []polllease.Event
-	for _, e := range f.events {
-		if e.Kind == kind && !e.Time.Before(since) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return f.events.Where(func(e polllease.Event) bool { return e.Kind == kind && !e.Time.Before(since) })
 }
 
 var plWaitFor = pollleasetest.WaitFor
@@ -300,7 +233,7 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 			for i := range 10 {
 				f.start(fmt.Sprintf("inst-%02d", i))
 			}
-			members := f.ids()
+			members := f.IDs()
 			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
 			t.Logf("10 instances × %d targets: balanced %v after start (%d acquisitions, %d rebalance releases, %d lost)", n,
 				took.Round(time.Millisecond), len(f.eventsSince(polllease.EventAcquired, start)),
@@ -336,13 +269,13 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 
 			// A join moves about targets/11 targets.
 			plWaitFor(t, "balanced before the join", plWait, func() bool { return f.balanced(members) })
-			owners := f.owners()
+			owners := f.Owners()
 			joinAt := time.Now()
 			f.start("inst-10")
-			members = f.ids()
+			members = f.IDs()
 			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
 			moved := 0
-			for tg, ids := range f.owners() {
+			for tg, ids := range f.Owners() {
 				if len(owners[tg]) == 0 || owners[tg][0] != ids[0] {
 					moved++
 				}
@@ -352,12 +285,12 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 			assert.LessOrEqual(t, float64(moved), 1.3*float64(n)/11)
 
 			// A graceful stop hands its targets over within a tick.
-			owners = f.owners()
-			require.NoError(t, f.stop("inst-03"))
+			owners = f.Owners()
+			require.NoError(t, f.Stop("inst-03"))
 			took = plWaitFor(t, "covered after a graceful stop", plWait, f.covered)
 			t.Logf("graceful stop: covered again in %v", took.Round(time.Millisecond))
 			assert.LessOrEqual(t, took, plReconcile*6/5+time.Second)
-			for tg, ids := range f.owners() {
+			for tg, ids := range f.Owners() {
 				if len(owners[tg]) == 1 && owners[tg][0] != "inst-03" {
 					assert.Equal(t, owners[tg][0], ids[0], "%s moved though its owner stayed", tg)
 				}
@@ -375,12 +308,12 @@ func TestPollLeaseRedisRollingRestart(t *testing.T) {
 	}
 	plWaitFor(t, "covered", plWait, f.covered)
 	for i := range 4 {
-		require.NoError(t, f.stop(fmt.Sprintf("gen0-%d", i)))
+		require.NoError(t, f.Stop(fmt.Sprintf("gen0-%d", i)))
 		f.start(fmt.Sprintf("gen1-%d", i))
 		took := plWaitFor(t, "covered after a restart", plWait, f.covered)
 		t.Logf("restart %d: covered in %v", i, took.Round(time.Millisecond))
 	}
-	members := f.ids()
+	members := f.IDs()
 	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
 	assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
 }
@@ -442,10 +375,10 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 		wg.Wait()
 	})
 
-	members := append(f.ids(), "child")
+	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share", plWait, func() bool {
 		assign := polllease.Assign(plTargets(n), members, polllease.DefaultLoadFactor)
-		own := f.owners()
+		own := f.Owners()
 		for _, tg := range plTargets(n) {
 			if assign[tg] != "child" && (len(own[tg]) != 1 || own[tg][0] != assign[tg]) {
 				return false
@@ -496,12 +429,12 @@ func TestPollLeaseRedisOutage(t *testing.T) {
 	for i := range 3 {
 		f.start(fmt.Sprintf("inst-%d", i))
 	}
-	members := f.ids()
+	members := f.IDs()
 	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
 
 	require.NoError(t, srv.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
-	plWaitFor(t, "every poller stopped", plWait, func() bool { return len(f.owners()) == 0 })
+	plWaitFor(t, "every poller stopped", plWait, func() bool { return len(f.Owners()) == 0 })
 	t.Logf("outage: every poller stopped %v after SIGSTOP", time.Since(stopped).Round(time.Millisecond))
 	// Stay down until every lease has expired on the store's clock.
 	time.Sleep(plTTL - time.Since(stopped) + 200*time.Millisecond)
@@ -586,7 +519,7 @@ func TestPollLeaseBackends(t *testing.T) {
 			for i := range 3 {
 				f.start(fmt.Sprintf("inst-%d", i))
 			}
-			members := f.ids()
+			members := f.IDs()
 			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
 			t.Logf("%s: 3 instances × 30 targets balanced in %v", b.name, took.Round(time.Millisecond))
 
@@ -610,14 +543,14 @@ func TestPollLeaseBackends(t *testing.T) {
 			}
 
 			f.start("inst-3")
-			members = f.ids()
+			members = f.IDs()
 			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
 			t.Logf("%s: balanced %v after a join", b.name, took.Round(time.Millisecond))
 
-			require.NoError(t, f.stop("inst-0"))
+			require.NoError(t, f.Stop("inst-0"))
 			took = plWaitFor(t, "covered after a graceful stop", plWait, f.covered)
 			t.Logf("%s: covered %v after a graceful stop", b.name, took.Round(time.Millisecond))
-			members = f.ids()
+			members = f.IDs()
 			plWaitFor(t, "balanced after a graceful stop", plWait, func() bool { return f.balanced(members) })
 			assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
 		})
