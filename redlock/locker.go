@@ -150,6 +150,10 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 		if err == nil {
 			h := p.newHandle(g, token, start)
 			late := n - answered
+			if late == 0 {
+				cancel()
+				return h, 0, nil
+			}
 			p.bg.Add(1)
 			go func() {
 				// A late grant is extended and released with the others,
