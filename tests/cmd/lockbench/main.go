@@ -31,6 +31,10 @@ import (
 
 // benchCase is one contender: New returns a Locker for the named lock on
 // its own client connection(s) shared by all the Lockers it returns.
+// uncontendedChunk is how many uncontended cycles a case runs before the
+// next case takes its turn.
+const uncontendedChunk = 50
+
 type benchCase struct {
 	Name string
 	New  func(name string) core.Locker
@@ -74,14 +78,24 @@ func main() {
 	ctx := context.Background()
 	results := make([]result, len(cases))
 	for round := range *rounds {
+		// Uncontended: the cases take turns in chunks of uncontendedChunk
+		// cycles, so a burst of noise on this machine hits them all alike.
+		ids := make([]string, len(cases))
 		for i, c := range cases {
-			id := fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
-			lat, err := locktest.MeasureUncontended(ctx, c.New(id+"/u"), *uncontended)
-			if err != nil {
-				fail(c, err)
+			ids[i] = fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
+		}
+		for done := 0; done < *uncontended; done += uncontendedChunk {
+			n := min(uncontendedChunk, *uncontended-done)
+			for i, c := range cases {
+				lat, err := locktest.MeasureUncontended(ctx, c.New(ids[i]+"/u"), n)
+				if err != nil {
+					fail(c, err)
+				}
+				results[i].uncontended = append(results[i].uncontended, lat...)
 			}
-			results[i].uncontended = append(results[i].uncontended, lat...)
-
+		}
+		for i, c := range cases {
+			id := ids[i]
 			lockers := make([]core.Locker, 8)
 			for w := range lockers {
 				lockers[w] = c.New(id + "/c")
