@@ -51,6 +51,16 @@ type Lock struct {
 	safe string // core.SafeName(Name), when computed ahead
 }
 
+// Resolved returns l with the escaped form of its name, which every key of
+// the lock contains, computed once: a Lock used for many calls should be
+// resolved ahead so that each call does not escape the name again.
+func (l Lock) Resolved() Lock {
+	if l.safe == "" {
+		l.safe = core.SafeName(l.Name)
+	}
+	return l
+}
+
 func (l Lock) validate() error {
 	if err := core.ValidateName(l.Name); err != nil {
 		return err
@@ -254,16 +264,18 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	if ms < 1 {
 		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
 	}
-	script, keys, args := c.acquireCall(l, owner, ms, wait)
+	script, keys, args := c.acquireCall(l, owner, ms, wait, c.inbox)
 	cmd := script.Run(ctx, c.rdb, keys, args...)
 	return acquireResult(cmd)
 }
 
-// acquireCall is the script call behind one acquire attempt.
-func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration) (*redis.Script, []string, []any) {
+// acquireCall is the script call behind one acquire attempt. A waiting
+// mutex acquire joins the wait queue with handoffs announced on inbox, or,
+// when inbox is "", only marks the lock as awaited.
+func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration, inbox string) (*redis.Script, []string, []any) {
 	switch l.Kind {
 	case KindMutex:
-		return scriptMutexAcquire, c.mutexKeys(l), []any{owner, ms, max(wait.Milliseconds(), 0), c.inbox}
+		return scriptMutexAcquire, c.mutexKeys(l), []any{owner, ms, max(wait.Milliseconds(), 0), inbox}
 	case KindWrite:
 		waiting, markMS := 0, max(wait.Milliseconds(), 1)
 		if wait > 0 {
@@ -364,7 +376,7 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 	var cmd *redis.Cmd
 	switch g.Lock.Kind {
 	case KindMutex:
-		cmd = scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 0)
+		cmd = scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 0, c.Channel())
 	case KindRead, KindSemaphore:
 		onlyLast := 0
 		if g.Lock.Kind == KindRead {
@@ -387,7 +399,7 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 func (c *Client) Withdraw(ctx context.Context, g Grant) error {
 	switch g.Lock.Kind {
 	case KindMutex:
-		return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 1).Err()
+		return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 1, c.Channel()).Err()
 	case KindWrite:
 	default:
 		return nil

@@ -25,8 +25,7 @@ func (p *Provider) locker(lock Lock) core.Locker {
 	if err := lock.validate(); err != nil {
 		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
-	lock.safe = core.SafeName(lock.Name)
-	return &locker{p: p, lock: lock}
+	return &locker{p: p, lock: lock.Resolved()}
 }
 
 func (l *locker) Name() string { return l.lock.Name }

@@ -25,9 +25,11 @@ func (c *Client) CounterKey(l Lock) string { return c.base(l) + "counter" }
 
 // AcquireCounted makes one acquire attempt as Acquire does and, in the same
 // round trip (one pipeline), increments the name's durable counter when the
-// grant was made; Result.Token is then the counter's new value. Pass wait 0
-// for a mutex: a quorum must not use the single-server waiter queue, whose
-// handoffs each server would make to a different waiter.
+// grant was made; Result.Token is then the counter's new value. A waiting
+// mutex acquire (wait > 0) does not join the server's waiter queue, whose
+// handoffs each server would make to a different waiter: it marks the lock
+// as awaited, so that its release announces on Channel that it is free (a
+// release of a lock nobody awaits announces nothing).
 func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
 	if err := l.validate(); err != nil {
 		return Result{}, err
@@ -35,6 +37,11 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	ms := ttl.Milliseconds()
 	if ms < 1 {
 		return Result{}, fmt.Errorf("redislock: ttl %v is under a millisecond", ttl)
+	}
+	if l.Kind == KindMutex {
+		// The mutex script bumps the counter itself: one script call.
+		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
+		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, append(keys, c.CounterKey(l)), args...))
 	}
 	kind := "key"
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
@@ -45,7 +52,7 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	}
 	cmds := c.pipelined(ctx, 2, func(i int) (*redis.Script, []string, []any) {
 		if i == 0 {
-			return c.acquireCall(l, owner, ms, wait)
+			return c.acquireCall(l, owner, ms, wait, c.inbox)
 		}
 		return bump(i)
 	})
@@ -73,12 +80,6 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 // script call.
 func (c *Client) RaiseCounter(ctx context.Context, l Lock, to uint64) error {
 	return scriptCounterRaise.Run(ctx, c.rdb, []string{c.CounterKey(l)}, strconv.FormatUint(to, 10)).Err()
-}
-
-// Announce publishes on Channel that l may be free, for waiters of a lock
-// whose release script announced nothing (a mutex without queued waiters).
-func (c *Client) Announce(ctx context.Context, l Lock) error {
-	return c.rdb.Publish(ctx, c.Channel(), c.WakeKey(l)).Err()
 }
 
 // Waker delivers the release announcements published on a Client's Channel

@@ -31,7 +31,7 @@ func (p *Provider) locker(lock redislock.Lock) core.Locker {
 	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
 		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, core.Invalid("semaphore max %d < 1", lock.Max)))
 	}
-	return &locker{p: p, lock: lock}
+	return &locker{p: p, lock: lock.Resolved()}
 }
 
 func (l *locker) Name() string { return l.lock.Name }
@@ -66,7 +66,9 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	defer leave()
 	owner := redislock.NewOwner()
-	wait := max(time.Second, 3*l.p.cfg.backoff.Max) // writer-waiting marker life
+	// How long a waiting writer's marker lives between tries; a waiting
+	// mutex acquire marks the lock awaited, so its release announces it.
+	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
 	h, _, err := l.try(ctx, owner, wait)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 		l.gaveUp(owner, err)
@@ -105,9 +107,6 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	// short may still land its grant, and only a finished call can be
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
-	if l.lock.Kind == redislock.KindMutex {
-		wait = 0 // never join a server's waiter queue: see AcquireCounted
-	}
 	replies := each(p, actx, func(ctx context.Context, s server) (redislock.Result, error) {
 		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait)
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -31,6 +32,7 @@ type Provider struct {
 	bg     sync.WaitGroup // calls that outlive the operation that started them
 	bgCtx  context.Context
 	stopBg context.CancelFunc
+	work   *workers // runs the per-server calls; its goroutines are in bg
 }
 
 type server struct {
@@ -68,6 +70,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		})
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())
+	p.work = newWorkers(&p.bg, p.bgCtx.Done())
 	p.keeper, err = core.NewKeeper(core.KeeperConfig{
 		TTL:      cfg.ttl,
 		Interval: cfg.interval,
@@ -119,8 +122,8 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
-		locker: &locker{p: p, lock: redislock.Lock{Kind: redislock.KindWrite, Name: name}},
-		read:   &locker{p: p, lock: redislock.Lock{Kind: redislock.KindRead, Name: name}},
+		locker: &locker{p: p, lock: redislock.Lock{Kind: redislock.KindWrite, Name: name}.Resolved()},
+		read:   &locker{p: p, lock: redislock.Lock{Kind: redislock.KindRead, Name: name}.Resolved()},
 	}
 }
 
@@ -164,15 +167,13 @@ func (p *Provider) background(f func(ctx context.Context)) {
 func each[T any](p *Provider, ctx context.Context, f func(ctx context.Context, s server) (T, error)) <-chan reply[T] {
 	out := make(chan reply[T], len(p.servers))
 	for i, s := range p.servers {
-		p.bg.Add(1)
-		go func() {
-			defer p.bg.Done()
+		p.work.run(func() {
 			v, err := f(ctx, s)
 			if err != nil {
 				err = fmt.Errorf("%s: %w", s.name, err)
 			}
 			out <- reply[T]{i: i, v: v, err: err}
-		}()
+		})
 	}
 	return out
 }
@@ -241,17 +242,20 @@ func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 // confirmed (or every server answered); the others finish in the
 // background.
 func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant) error {
-	replies := each(p, context.WithoutCancel(ctx), func(ctx context.Context, s server) (bool, error) {
-		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-		defer cancel()
-		released, err := s.client.Release(ctx, g)
-		if released && g.Lock.Kind == redislock.KindMutex {
-			// A mutex release without queued waiters announces nothing;
-			// redlock's waiters listen for this, sent after the reply so
-			// the release does not wait for it.
-			p.background(func(ctx context.Context) { _ = s.client.Announce(ctx, g.Lock) })
-		}
-		return released, err
+	// One deadline for every server's call; the stragglers keep it after
+	// this returns, and the last of them to finish cancels it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	var left atomic.Int32
+	left.Store(int32(len(p.servers)))
+	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
+		defer func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}()
+		// The release script announces the lock free when a waiter
+		// marked it awaited (AcquireCounted), and only then.
+		return s.client.Release(ctx, g)
 	})
 	var errs []error
 	confirmed := 0

@@ -1,6 +1,10 @@
--- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua)
+-- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua), KEYS[5] (optional)
+-- the name's durable counter: when given, a grant increments it and its
+-- value is the token (Client.AcquireCounted)
 -- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] wait ms (0: TryAcquire, do not queue),
--- ARGV[4] the channel to announce a handoff to this waiter on
+-- ARGV[4] the channel to announce a handoff to this waiter on, or '' to
+-- mark the lock as awaited without queueing (the release then announces on
+-- the shared channel that the lock is free: see mutex_release.lua)
 -- The lock key holds "<owner>:<token>", with "+" appended once waiters
 -- queue, so a release without waiters is a GET and a DEL, and the token of
 -- a grant handed over by a release is kept with it.
@@ -17,6 +21,9 @@ if not holder then
   if wait > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
   end
+  if KEYS[5] then
+    return {1, redis.call('INCR', KEYS[5])}
+  end
   return {1, us}
 end
 if string.sub(holder, 1, #mine) == mine then
@@ -24,14 +31,24 @@ if string.sub(holder, 1, #mine) == mine then
   -- granted by a request whose reply was lost: claim it for a full TTL.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  if KEYS[5] then
+    -- The counter was bumped when this grant was made.
+    local n = tonumber(redis.call('GET', KEYS[5]) or '0')
+    if n > 0 then
+      return {1, n}
+    end
+    return {1, redis.call('INCR', KEYS[5])}
+  end
   return {1, tonumber(string.match(holder, ':(%d+)'))}
 end
 if wait > 0 then
-  redis.call('ZADD', KEYS[2], 'NX', us, ARGV[1])
-  redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
-  redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
-  for i = 2, 4 do
-    stretch(KEYS[i], wait)
+  if ARGV[4] ~= '' then
+    redis.call('ZADD', KEYS[2], 'NX', us, ARGV[1])
+    redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
+    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
+    for i = 2, 4 do
+      stretch(KEYS[i], wait)
+    end
   end
   if string.sub(holder, -1) ~= '+' then
     redis.call('SET', KEYS[1], holder .. '+', 'KEEPTTL')

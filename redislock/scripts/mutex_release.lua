@@ -6,7 +6,8 @@
 -- round trip.
 -- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua)
 -- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
--- withdraws (leave the queue first)
+-- withdraws (leave the queue first), ARGV[4] the shared channel on which a
+-- release of an awaited lock that has nobody queued announces ARGV[2]
 -- Returns 1 when the lock was released, 0 when ARGV[1] did not hold it.
 if ARGV[3] == '1' then
   dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
@@ -25,7 +26,10 @@ dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
 local us, ms = now()
 local heir, ttl, channel = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
 if not heir then
+  -- Awaited by callers that poll instead of queueing (or whose entries
+  -- expired): tell them it is free.
   redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[4], ARGV[2])
   return 1
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
