@@ -21,10 +21,10 @@ func TestConformance(t *testing.T) {
 	locktest.TestProvider(t, conformance)
 }
 
-// The same with tokens drawn from a sequence.
-func TestConformanceFenceSequence(t *testing.T) {
+// The same with tokens drawn from a table of counters.
+func TestConformanceFenceTable(t *testing.T) {
 	cfg := conformance
-	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceSequence(testFenceSequence)) }
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceTable(DefaultFenceTable)) }
 	locktest.TestProvider(t, cfg)
 }
 
@@ -34,8 +34,8 @@ func BenchmarkConformance(b *testing.B) {
 	locktest.BenchmarkProvider(b, conformance)
 }
 
-func BenchmarkConformanceFenceSequence(b *testing.B) {
+func BenchmarkConformanceFenceTable(b *testing.B) {
 	cfg := conformance
-	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceSequence(testFenceSequence)) }
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceTable(DefaultFenceTable)) }
 	locktest.BenchmarkProvider(b, cfg)
 }

@@ -56,26 +56,34 @@
 //
 // # Fencing
 //
-// Every grant of every primitive bumps a counter in one small table,
-// created on first use:
+// Every grant of every primitive draws its token from one sequence, created
+// on first use:
+//
+//	CREATE SEQUENCE IF NOT EXISTS distlock_fence_seq
+//
+// (WithFenceSequence renames it). Tokens therefore increase across all locks,
+// and so within each. Drawing one writes no row, and only one draw in 32
+// waits for a WAL flush, so a handover costs about what a bare
+// pg_advisory_lock does. WithFenceTable instead keeps one counter row per
+// lock in a small table, created on first use:
 //
 //	CREATE TABLE IF NOT EXISTS distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
 //
-// (WithFenceTable renames it). WithFenceSequence draws tokens from one
-// sequence instead, increasing across all locks, which spares every grant a
-// row write and a commit. The bump runs in the same statement as the lock
-// call, only when the lock is granted, and commits before the grant is
-// returned; the Provider's own sessions run with synchronous_commit on,
-// whatever the server's default, so the commit is durable and tokens of one
-// lock strictly increase across processes, server restarts and crashes. A
-// transaction-scoped grant bumps the counter on the pool, outside the
-// caller's transaction, so that a rollback cannot hand its token out again;
-// there the pool's sessions decide durability: keep synchronous_commit on
-// for them (the server default) if tokens must survive a crash. The row key is "k:" plus the advisory key's canonical
-// form for mutexes and reader-writer locks (readers and writers share it),
-// and "s:" plus the name's key for a semaphore. The holder column records
-// the identity (WithIdentity) of the grant that took the row's token, which
-// Holder (core.Inspector) reports for a Mutex or an RWMutex's write side.
+// and records in the row the identity (WithIdentity) of the grant that took
+// its token, which Holder (core.Inspector) reports for a Mutex or an
+// RWMutex's write side; it costs a row write and a commit per grant. Either
+// way the token is drawn in the same statement as the lock call, only when
+// the lock is granted, and is durable before the grant is returned: the
+// Provider's own sessions run with synchronous_commit on, whatever the
+// server's default, so tokens of one lock strictly increase across
+// processes, server restarts and crashes. A transaction-scoped grant draws
+// its token on the pool, outside the caller's transaction, so that a
+// rollback cannot hand its token out again; there the pool's sessions
+// decide durability: keep synchronous_commit on for them (the server
+// default) if tokens must survive a crash. A counter row's key is "k:" plus
+// the advisory key's canonical form for mutexes and reader-writer locks
+// (readers and writers share it), and "s:" plus the name's key for a
+// semaphore.
 //
 // # Cost
 //

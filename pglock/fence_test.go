@@ -74,9 +74,9 @@ func TestFencingAcrossGrants(t *testing.T) {
 
 func testFencingAcrossGrants(t *testing.T, seq bool) {
 	pool := newPool(t)
-	var opts []Option
+	opts := []Option{WithFenceTable(DefaultFenceTable)}
 	if seq {
-		opts = append(opts, WithFenceSequence(testFenceSequence))
+		opts = []Option{WithFenceSequence(testFenceSequence)}
 	}
 	p := newProviderOn(t, pool, opts...)
 	ctx := context.Background()
@@ -154,8 +154,8 @@ func TestSemaphoreReleaseNotifies(t *testing.T) {
 }
 
 func TestHolder(t *testing.T) {
-	p1 := newProvider(t, WithIdentity("one"))
-	p2 := newProvider(t, WithIdentity("two"))
+	p1 := newProvider(t, WithIdentity("one"), WithFenceTable(DefaultFenceTable))
+	p2 := newProvider(t, WithIdentity("two"), WithFenceTable(DefaultFenceTable))
 	ctx := context.Background()
 	for _, kind := range []string{"mutex", "rw"} {
 		t.Run(kind, func(t *testing.T) {
@@ -195,8 +195,15 @@ func TestHolder(t *testing.T) {
 			}
 		})
 	}
-	_, _, err := newProvider(t, WithFenceSequence(testFenceSequence)).Mutex("x").(core.Inspector).Holder(ctx)
-	require.ErrorIs(t, err, core.ErrUnsupported)
+	// Tokens from a sequence (the default) record no holder: the lockers
+	// do not offer core.Inspector at all.
+	seq := newProvider(t)
+	_, ok := seq.Mutex("x").(core.Inspector)
+	assert.False(t, ok, "Mutex")
+	_, ok = seq.RWMutex("x").(core.Inspector)
+	assert.False(t, ok, "RWMutex")
+	_, ok = seq.MutexKey(Int64Key(1)).(core.Inspector)
+	assert.False(t, ok, "MutexKey")
 }
 
 // A fence table made without the holder column (by an earlier version)

@@ -69,7 +69,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		return nil, core.Invalid("pglock: nil pool")
 	}
 	o := options{
-		fenceTable:   DefaultFenceTable,
+		fenceTable:   DefaultFenceSequence,
+		fenceSeq:     true,
 		membersTable: DefaultMembersTable,
 		keepalive:    DefaultKeepalive,
 		maxConns:     DefaultMaxConns,
@@ -162,12 +163,32 @@ func (p *Provider) Mutex(name string) core.Locker {
 	if err != nil {
 		return core.FailedLocker(name, p.errorf("acquire", name, err))
 	}
-	return p.newLocker(name, k, exclusive)
+	return p.inspectable(p.newLocker(name, k, exclusive))
 }
 
 // MutexKey returns the exclusive lock of an explicit key: the lock that
 // pg_advisory_lock(key) takes in any other client.
-func (p *Provider) MutexKey(k Key) core.Locker { return p.newLocker(k.String(), k, exclusive) }
+func (p *Provider) MutexKey(k Key) core.Locker {
+	return p.inspectable(p.newLocker(k.String(), k, exclusive))
+}
+
+// inspectable returns l, which implements core.Inspector when the Provider
+// records holders (WithFenceTable), and l without that method otherwise, so
+// that callers such as election see at once that the holder cannot be told.
+func (p *Provider) inspectable(l *locker) core.Locker {
+	if p.sql.seq {
+		return struct{ core.Locker }{l}
+	}
+	return l
+}
+
+// inspectableRW is inspectable for a reader-writer lock.
+func (p *Provider) inspectableRW(l *rwLocker) core.RWLocker {
+	if p.sql.seq {
+		return struct{ core.RWLocker }{l}
+	}
+	return l
+}
 
 // RWMutex returns the reader-writer lock of name. Its key is derived from
 // KeyOf(name) by hashing, so it is a different lock from Mutex(name).
@@ -176,13 +197,15 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err != nil {
 		return core.FailedRWLocker(name, p.errorf("acquire", name, err))
 	}
-	return p.newRWLocker(name, derive("rw", k, 0))
+	return p.inspectableRW(p.newRWLocker(name, derive("rw", k, 0)))
 }
 
 // RWMutexKey returns the reader-writer lock on an explicit key: its write
 // side is pg_advisory_lock(key), its read side pg_advisory_lock_shared(key),
 // so it is the same lock as MutexKey(k) on the write side.
-func (p *Provider) RWMutexKey(k Key) core.RWLocker { return p.newRWLocker(k.String(), k) }
+func (p *Provider) RWMutexKey(k Key) core.RWLocker {
+	return p.inspectableRW(p.newRWLocker(k.String(), k))
+}
 
 // Semaphore returns the semaphore of name admitting max holders. Its slots
 // are max advisory keys derived from KeyOf(name) by hashing; a holder holds

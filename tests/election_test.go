@@ -126,7 +126,8 @@ func pgElectionLocker(t testing.TB, name string) core.Locker {
 func pgLockerAt(t testing.TB, url, name string) core.Locker {
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
-	p, err := pglock.New(pool, pglock.WithKeepalive(500*time.Millisecond))
+	// Holder rows (WithFenceTable) let followers name the leader.
+	p, err := pglock.New(pool, pglock.WithKeepalive(500*time.Millisecond), pglock.WithFenceTable(pglock.DefaultFenceTable))
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = p.Close()

@@ -21,11 +21,12 @@ import (
 //     pg_try_advisory_lock / pg_advisory_lock then pg_advisory_unlock on one
 //     connection per Locker (a session lock belongs to its connection, and a
 //     blocking wait occupies it). No fencing, no loss detection.
-//   - pglock: this repository's backend, one Provider shared by every
-//     Locker (multiplexed connections, fencing upsert in the lock statement,
-//     keepalive).
-//   - pglock-seq: the same with pglock.WithFenceSequence (tokens from one
-//     sequence: no row write, no commit in the handover).
+//   - pglock: this repository's backend with its defaults, one Provider
+//     shared by every Locker (multiplexed connections, a fencing token from
+//     one sequence drawn in the lock statement, keepalive).
+//   - pglock-table: the same with pglock.WithFenceTable (a counter row per
+//     lock, bumped with the holder's identity in the lock statement: a row
+//     write and a commit in every handover, for core.Inspector).
 //
 // cirello.io/pglock is not measured: the module proxy refuses it (403).
 func pgCases() ([]benchCase, func(), error) {
@@ -43,7 +44,7 @@ func pgCases() ([]benchCase, func(), error) {
 		pool.Close()
 		return nil, nil, fmt.Errorf("pg: %w", err)
 	}
-	seqLocks, err := pglock.New(pool, pglock.WithFenceSequence("distlock_lockbench_fence"))
+	tableLocks, err := pglock.New(pool, pglock.WithFenceTable(pglock.DefaultFenceTable))
 	if err != nil {
 		_ = locks.Close()
 		pool.Close()
@@ -53,7 +54,7 @@ func pgCases() ([]benchCase, func(), error) {
 	var conns []*pgx.Conn
 	cleanup := func() {
 		_ = locks.Close()
-		_ = seqLocks.Close()
+		_ = tableLocks.Close()
 		pool.Close()
 		mu.Lock()
 		defer mu.Unlock()
@@ -78,7 +79,7 @@ func pgCases() ([]benchCase, func(), error) {
 	return []benchCase{
 		{Name: "pg-raw-advisory", New: raw},
 		{Name: "pglock", New: func(name string) core.Locker { return locks.Mutex(name) }},
-		{Name: "pglock-seq", New: func(name string) core.Locker { return seqLocks.Mutex(name) }},
+		{Name: "pglock-table", New: func(name string) core.Locker { return tableLocks.Mutex(name) }},
 	}, cleanup, nil
 }
 
