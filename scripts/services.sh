@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Throwaway backend servers for distlock's tests (DESIGN.md section 6).
 #
-#   scripts/services.sh start <statedir>   start 5x redis, 1x PostgreSQL, 1x NATS (JetStream)
+#   scripts/services.sh start <statedir>   start 5x redis, a 3-node Redis Cluster, 1x PostgreSQL,
+#                                          1x NATS (JetStream)
 #   scripts/services.sh stop  <statedir>   stop everything recorded in <statedir>
 #   scripts/services.sh ensure             only install missing server binaries
 #
 # `start` writes <statedir>/env with export lines for the tests:
-#   DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL, DISTLOCK_REQUIRE_SERVERS.
+#   DISTLOCK_REDIS_ADDRS, DISTLOCK_REDIS_CLUSTER_ADDRS, DISTLOCK_PG_URL,
+#   DISTLOCK_NATS_URL, DISTLOCK_REQUIRE_SERVERS.
 # Every server listens on 127.0.0.1 on a random free port and keeps all of its
 # state in <statedir>, so several runs can coexist and nothing touches the
 # machine's own (system) servers.
 set -euo pipefail
 
 REDIS_COUNT=5
+REDIS_CLUSTER_COUNT=3 # masters of one Redis Cluster, besides the 5 servers
 START_TIMEOUT=${DISTLOCK_SERVICES_TIMEOUT:-30} # seconds to wait for each server
 # Ports come from 20000 up to the kernel's ephemeral range (usually from
 # 32768), which outgoing connections use: a port there can be taken by a
@@ -260,14 +263,24 @@ as_pg() {
 
 # ------------------------------------------------------------------- redis --
 
+# start_redis STATE I [cluster]: an independent server, or with "cluster"
+# a node of the Redis Cluster (create_redis_cluster joins them).
 start_redis() {
-	local state=$1 i=$2 port attempt dir pid redis
+	local state=$1 i=$2 mode=${3:-} port attempt dir pid redis extra=()
 	redis=$(find_bin redis-server) || die "redis-server not found"
 	dir=$state/redis$i
+	if [[ $mode == cluster ]]; then
+		dir=$state/redisc$i
+		extra=(--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000)
+	fi
 	mkdir -p "$dir"
 	for attempt in 1 2 3 4 5; do
 		pick_port
 		port=$FREE_PORT
+		# A cluster node also listens on port + 10000 (the cluster bus).
+		if [[ $mode == cluster ]] && port_in_use $((port + 10000)); then
+			continue
+		fi
 		# Not --daemonize: we want the pid at once, to notice a failed start
 		# (e.g. port taken) without waiting for the timeout. Own session and
 		# all fds redirected, so it neither dies with our terminal nor keeps a
@@ -276,13 +289,17 @@ start_redis() {
 		# RDB/AOF fsyncs only slow things down.
 		setsid "$redis" --port "$port" --bind 127.0.0.1 \
 			--save "" --appendonly no --daemonize no \
-			--logfile "$dir/redis.log" --dir "$dir" \
+			--logfile "$dir/redis.log" --dir "$dir" "${extra[@]}" \
 			</dev/null >>"$dir/redis.out" 2>&1 &
 		pid=$!
 		echo "$pid" >"$dir/pid"
 		if wait_for redis_ready "$pid" "$port"; then
 			echo "$port" >"$dir/port"
-			REDIS_ADDRS+=${REDIS_ADDRS:+,}127.0.0.1:$port
+			if [[ $mode == cluster ]]; then
+				REDIS_CLUSTER_ADDRS+=${REDIS_CLUSTER_ADDRS:+,}127.0.0.1:$port
+			else
+				REDIS_ADDRS+=${REDIS_ADDRS:+,}127.0.0.1:$port
+			fi
 			return 0
 		fi
 		kill_pid "$pid"
@@ -291,6 +308,23 @@ start_redis() {
 		log_tail "$dir/redis.log"
 	done
 	die "redis $i failed to start"
+}
+
+# create_redis_cluster assigns every hash slot to the cluster nodes (no
+# replicas) and waits until each node reports the cluster healthy.
+create_redis_cluster() {
+	local addr
+	# shellcheck disable=SC2046 # one word per node address
+	timeout 30 redis-cli --cluster create $(tr ',' ' ' <<<"$REDIS_CLUSTER_ADDRS") \
+		--cluster-replicas 0 --cluster-yes >"$1/redis-cluster.out" 2>&1 ||
+		{ log_tail "$1/redis-cluster.out"; die "redis cluster create failed"; }
+	for addr in ${REDIS_CLUSTER_ADDRS//,/ }; do
+		wait_for redis_cluster_ok "${addr#*:}" || die "redis cluster node $addr not ok"
+	done
+}
+
+redis_cluster_ok() {
+	timeout 2 redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_state:ok'
 }
 
 # Ready when our process answers PING on the port; 2 when it already died.
@@ -455,15 +489,21 @@ cmd_start() {
 	ensure
 
 	REDIS_ADDRS=""
+	REDIS_CLUSTER_ADDRS=""
 	local i
 	for ((i = 1; i <= REDIS_COUNT; i++)); do
 		start_redis "$state" "$i"
 	done
+	for ((i = 1; i <= REDIS_CLUSTER_COUNT; i++)); do
+		start_redis "$state" "$i" cluster
+	done
+	create_redis_cluster "$state"
 	start_pg "$state"
 	start_nats "$state"
 
 	cat >"$state/env.tmp" <<EOF
 export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
+export DISTLOCK_REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS
 export DISTLOCK_PG_URL='$PG_URL'
 export DISTLOCK_NATS_URL=$NATS_URL
 export DISTLOCK_REQUIRE_SERVERS=1
@@ -489,7 +529,7 @@ cmd_start_guarded() {
 		log "stale services in $state: restarting"
 		cmd_stop "$state"
 	fi
-	rm -rf "$state"/redis[0-9]* "$state/pg" "$state/nats"
+	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats"
 	(cmd_start "$state") || rc=$?
 	if ((rc != 0)); then
 		log "start failed; stopping what was started"
@@ -505,7 +545,7 @@ all_running() {
 		[[ -f $f ]] && pid_alive "$(cat "$f")" || return 1
 		n=$((n + 1))
 	done
-	((n == REDIS_COUNT + 1)) || return 1
+	((n == REDIS_COUNT + REDIS_CLUSTER_COUNT + 1)) || return 1
 	f=$state/pg/data/postmaster.pid
 	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")"
 }
