@@ -70,6 +70,15 @@
 // the driver's error, wrapped in a *core.Error. TryAcquire never queues and
 // may take a lock whose previous holder expired ahead of queued waiters.
 //
+// # Who holds a lock
+//
+// Mutex and the write side of RWMutex implement core.Inspector: Holder
+// reports the holder's identity (WithIdentity, by default
+// core.DefaultIdentity()) and fencing token in one GET, so election can
+// name its leader and polllease can confirm a lease on the store. The
+// identity travels in the grant's owner value. Semaphores and the read side
+// have many holders and do not implement it.
+//
 // # Errors
 //
 // Acquire calls return a *core.Error naming the backend ("redis"), the

@@ -15,8 +15,8 @@ type locker struct {
 }
 
 type rwLocker struct {
-	*locker
-	read *locker
+	*locker             // the write side, a core.Inspector
+	read    core.Locker // the read side: many holders, no Inspector
 }
 
 func (l *rwLocker) RLocker() core.Locker { return l.read }
@@ -25,7 +25,13 @@ func (p *Provider) locker(lock Lock) core.Locker {
 	if err := lock.validate(); err != nil {
 		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
-	return &locker{p: p, lock: lock.Resolved()}
+	l := &locker{p: p, lock: lock.Resolved()}
+	if lock.Kind == KindMutex {
+		return l
+	}
+	// A semaphore has many holders: hide Holder, which only a mutex or a
+	// writer can answer.
+	return struct{ core.Locker }{l}
 }
 
 func (l *locker) Name() string { return l.lock.Name }
@@ -37,7 +43,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
-	h, _, err := l.try(ctx, NewOwner(), 0)
+	h, _, err := l.try(ctx, l.p.newOwner(), 0)
 	return h, err
 }
 
@@ -54,7 +60,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
-	owner := NewOwner()
+	owner := l.p.newOwner()
 	wait := l.p.cfg.markerTTL()
 	key := l.p.client.WakeKey(l.lock)
 	var take func() uint64

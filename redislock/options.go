@@ -30,6 +30,7 @@ type config struct {
 	log      *slog.Logger
 	backoff  core.Backoff
 	linger   time.Duration
+	identity string
 
 	intervalSet, marginSet bool
 }
@@ -67,12 +68,18 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 // current holder's grant has left. Default core.DefaultBackoff.
 func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
 
+// WithIdentity sets the identity recorded with every grant and reported as
+// the holder by Holder (core.Inspector). Default core.DefaultIdentity().
+// It must not be empty.
+func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		ttl:     DefaultTTL,
-		prefix:  DefaultPrefix,
-		backoff: core.DefaultBackoff,
-		linger:  5 * time.Second,
+		ttl:      DefaultTTL,
+		prefix:   DefaultPrefix,
+		backoff:  core.DefaultBackoff,
+		linger:   5 * time.Second,
+		identity: core.DefaultIdentity(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -107,6 +114,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, core.Invalid("redislock: renew interval %v must be shorter than TTL − drift margin (%v)", c.interval, c.ttl-c.margin)
 	case c.backoff.Min < 0 || c.backoff.Max < c.backoff.Min:
 		return c, core.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
+	case c.identity == "":
+		return c, core.Invalid("redislock: empty identity")
 	}
 	return c, nil
 }

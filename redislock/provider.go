@@ -29,6 +29,7 @@ var errClosed = errors.New("redislock: provider closed")
 type Provider struct {
 	client *Client
 	cfg    config
+	idTag  string // the identity as it is recorded in owner values
 	keeper *core.Keeper
 	waker  *waker
 	closed atomic.Bool
@@ -55,7 +56,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	}
 	// Handoffs to this Provider's waiters come on a channel of its own.
 	client = client.WithInbox(client.Channel() + ":" + NewOwner()[:16])
-	p := &Provider{client: client, cfg: cfg}
+	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
 	p.keeper, err = core.NewKeeper(core.KeeperConfig{
 		TTL:      cfg.ttl,
 		Interval: cfg.interval,
@@ -108,7 +109,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	w.safe = core.SafeName(name)
 	return &rwLocker{
 		locker: &locker{p: p, lock: w},
-		read:   &locker{p: p, lock: Lock{Kind: KindRead, Name: name, safe: w.safe}},
+		read:   struct{ core.Locker }{&locker{p: p, lock: Lock{Kind: KindRead, Name: name, safe: w.safe}}},
 	}
 }
 
