@@ -72,7 +72,8 @@ func releaseAll(ctx context.Context, hs []Handle) error {
 	return errors.Join(errs...)
 }
 
-// MultiHandle is the handle AcquireAll returns.
+// MultiHandle is the handle AcquireAll returns. Its Lease reports false:
+// each of Handles reports its own lease.
 type MultiHandle struct {
 	*BaseHandle
 	handles []Handle

@@ -44,8 +44,9 @@
 // queued in arrival order), [Keeper] (renews leases in batches on a cadence
 // and declares a lease lost when its trust window closes, even if the
 // backend call hangs), [BaseHandle] (the context, the idempotent release,
-// the fencing token) and [SafeName] (a portable encoding of any name into a
-// short file-system and key-safe string).
+// the fencing token, and the lease's renewals as a [LeaseReporter]) and
+// [SafeName] (a portable encoding of any name into a short file-system and
+// key-safe string).
 //
 // # Optional interfaces
 //

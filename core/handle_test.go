@@ -50,3 +50,31 @@ func TestHandleLose(t *testing.T) {
 		t.Fatalf("Release after Lose changed the cause to %v", cause)
 	}
 }
+
+func TestHandleLeaseChangedOnLose(t *testing.T) {
+	h := core.NewHandle(1, func(context.Context) error { return nil })
+	if _, ok := h.Lease(); ok {
+		t.Fatal("a handle no Keeper keeps reports a lease")
+	}
+	changed := h.LeaseChanged()
+	if changed != h.LeaseChanged() {
+		t.Fatal("two calls without a change in between returned different channels")
+	}
+	select {
+	case <-changed:
+		t.Fatal("closed before any change")
+	default:
+	}
+	h.Lose(errors.New("key taken"))
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Lose did not close the LeaseChanged channel")
+	}
+	select {
+	case <-h.LeaseChanged():
+	default:
+		t.Fatal("LeaseChanged after the loss is not closed")
+	}
+	h.Lose(errors.New("again")) // harmless
+}

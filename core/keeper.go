@@ -39,6 +39,10 @@ type KeeperConfig struct {
 // ErrLockLost when a renewal says the lease is gone or when the trust window
 // closes without a successful renewal.
 //
+// Each renewal's outcome is also recorded in the handle, which reports it as
+// a LeaseReporter: a success moves LeaseState.Renewed and Deadline on, a
+// failure with an unknown outcome sets LeaseState.Err until one succeeds.
+//
 // The goroutine runs only while leases are kept; Close stops it for good.
 type Keeper struct {
 	cfg KeeperConfig
@@ -62,8 +66,15 @@ type Lease struct {
 	Data any
 
 	next     time.Time // when to renew next
+	renewed  time.Time // start of the last successful renewal or of the acquire
 	deadline time.Time // end of the trust window (zero when TTL is 0)
+	renewals uint64    // successful renewals so far
 	lastErr  error     // of the last failed renewal; nil after a success
+}
+
+// state is what the lease's handle reports; k.mu is held once l is kept.
+func (l *Lease) state() LeaseState {
+	return LeaseState{Renewed: l.renewed, Deadline: l.deadline, Renewals: l.renewals, Err: l.lastErr}
 }
 
 // NewKeeper validates cfg and returns a Keeper.
@@ -108,10 +119,11 @@ func (k *Keeper) TTL() time.Duration { return k.cfg.TTL }
 // new lease is due before the moment it already planned to look.
 func (k *Keeper) Keep(h *BaseHandle, start time.Time, data any) *Lease {
 	slot := max(k.cfg.Interval/2, time.Millisecond)
-	l := &Lease{Handle: h, Data: data, next: start.Add(k.cfg.Interval).Truncate(slot)}
+	l := &Lease{Handle: h, Data: data, next: start.Add(k.cfg.Interval).Truncate(slot), renewed: start}
 	if k.cfg.TTL > 0 {
 		l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
 	}
+	h.setLease(l.state())
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -295,6 +307,13 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 	retry := max(k.cfg.Interval/4, 10*time.Millisecond)
 	now := time.Now()
 	var lost []*Lease
+	// The handles learn the outcomes once k.mu is released: a handle's
+	// mutex is never taken under the Keeper's.
+	type report struct {
+		h *BaseHandle
+		s LeaseState
+	}
+	reports := make([]report, 0, len(batch))
 	k.mu.Lock()
 	for i, l := range batch {
 		if !k.has(l) {
@@ -310,9 +329,12 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 		case err == nil:
 			l.lastErr = nil
 			l.next = start.Add(k.cfg.Interval)
+			l.renewed = start
+			l.renewals++
 			if k.cfg.TTL > 0 {
 				l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
 			}
+			reports = append(reports, report{l.Handle, l.state()})
 		case errors.Is(err, ErrLockLost):
 			delete(k.leases, l)
 			l.lastErr = err
@@ -327,9 +349,13 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 		default:
 			l.lastErr = err
 			l.next = now.Add(retry)
+			reports = append(reports, report{l.Handle, l.state()})
 		}
 	}
 	k.mu.Unlock()
+	for _, r := range reports {
+		r.h.setLease(r.s)
+	}
 	for _, l := range lost {
 		l.Handle.Lose(l.lastErr)
 	}

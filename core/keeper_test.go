@@ -232,3 +232,126 @@ func TestKeeperRetriesWithoutSpinning(t *testing.T) {
 		t.Fatalf("%d renewal calls before the window closed: the retry spins", n)
 	}
 }
+
+// TestKeeperReportsLeaseState follows one handle's LeaseState through a
+// success, a failed renewal, a recovery and the release.
+func TestKeeperReportsLeaseState(t *testing.T) {
+	outage := errors.New("connection refused")
+	var fail atomic.Bool
+	const ttl, margin = 600 * time.Millisecond, 60 * time.Millisecond
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      ttl,
+		Interval: 50 * time.Millisecond,
+		Margin:   margin,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			errs := make([]error, len(b))
+			if fail.Load() {
+				for i := range errs {
+					errs[i] = outage
+				}
+			}
+			return errs
+		},
+	})
+	h := core.NewHandle(1, noopRelease)
+	if _, ok := h.Lease(); ok {
+		t.Fatal("Lease reports a state before any Keeper keeps the handle")
+	}
+	var _ core.LeaseReporter = h
+
+	// next waits for the first state after the current one that satisfies
+	// cond.
+	next := func(what string, cond func(core.LeaseState) bool) core.LeaseState {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			changed := h.LeaseChanged()
+			if s, _ := h.Lease(); cond(s) {
+				return s
+			}
+			select {
+			case <-changed:
+			case <-deadline:
+				s, _ := h.Lease()
+				t.Fatalf("no %s: state %+v", what, s)
+			}
+		}
+	}
+
+	start := time.Now()
+	k.Keep(h, start, nil)
+	s, ok := h.Lease()
+	if !ok || !s.Renewed.Equal(start) || !s.Deadline.Equal(start.Add(ttl-margin)) || s.Renewals != 0 || s.Err != nil {
+		t.Fatalf("state after Keep = %+v, %v; want Renewed = start, Deadline = start + TTL − margin", s, ok)
+	}
+
+	s = next("renewal", func(s core.LeaseState) bool { return s.Renewals >= 2 })
+	if !s.Renewed.After(start) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) || s.Err != nil {
+		t.Fatalf("state after renewals = %+v", s)
+	}
+
+	fail.Store(true)
+	bad := next("failed renewal", func(s core.LeaseState) bool { return s.Err != nil })
+	if !errors.Is(bad.Err, outage) {
+		t.Fatalf("Err = %v, want the renewal's error", bad.Err)
+	}
+	if bad.Renewed.Before(s.Renewed) || !bad.Deadline.Equal(bad.Renewed.Add(ttl-margin)) {
+		t.Fatalf("a failed renewal moved the trust window: %+v after %+v", bad, s)
+	}
+	if err := h.Context().Err(); err != nil {
+		t.Fatalf("lost on the first failed renewal, inside the trust window: %v", context.Cause(h.Context()))
+	}
+
+	fail.Store(false)
+	good := next("recovery", func(s core.LeaseState) bool { return s.Err == nil })
+	if good.Renewals <= bad.Renewals || !good.Renewed.After(bad.Renewed) {
+		t.Fatalf("state after recovery = %+v, before %+v", good, bad)
+	}
+	if err := h.Context().Err(); err != nil {
+		t.Fatalf("lost although a renewal succeeded in time: %v", context.Cause(h.Context()))
+	}
+
+	changed := h.LeaseChanged()
+	_ = h.Release(context.Background())
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Release did not close the LeaseChanged channel")
+	}
+	select {
+	case <-h.LeaseChanged():
+	default:
+		t.Fatal("LeaseChanged after Release is not closed")
+	}
+	if s, ok := h.Lease(); !ok || s.Renewals < good.Renewals {
+		t.Fatalf("Lease after Release = %+v, %v; want the last state", s, ok)
+	}
+}
+
+// TestKeeperLostClosesLeaseChanged: a renewal that finds the lease gone
+// ends the context, which wakes a LeaseChanged watcher, without setting Err.
+func TestKeeperLostClosesLeaseChanged(t *testing.T) {
+	k := newKeeper(t, core.KeeperConfig{
+		TTL:      time.Minute,
+		Interval: 10 * time.Millisecond,
+		Renew: func(_ context.Context, b []*core.Lease) []error {
+			errs := make([]error, len(b))
+			for i := range errs {
+				errs[i] = core.ErrLockLost
+			}
+			return errs
+		},
+	})
+	h := core.NewHandle(1, noopRelease)
+	k.Keep(h, time.Now(), nil)
+	changed := h.LeaseChanged()
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("LeaseChanged not closed when the lease was lost")
+	}
+	<-h.Context().Done()
+	if s, _ := h.Lease(); s.Err != nil || s.Renewals != 0 {
+		t.Fatalf("state after the loss = %+v; the context reports a loss, not Err", s)
+	}
+}

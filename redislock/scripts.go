@@ -27,6 +27,7 @@ var (
 	scriptWithdraw       = load("withdraw")
 	scriptMemberRegister = load("member_register")
 	scriptMemberList     = load("member_list")
+	scriptHeartbeat      = load("member_heartbeat")
 )
 
 func load(name string) *redis.Script {

@@ -1,0 +1,47 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ core.Heartbeater = (*Provider)(nil)
+
+// Heartbeat registers id in group for ttl, as Register does, and lists the
+// live members of group, sorted, as Members does: one script call, so one
+// round trip, on the same key. The server's clock decides who is live, and
+// the list is taken after the registration, so it includes id. It
+// implements core.Heartbeater: polllease's reconcile tick heartbeats and
+// reads the members with it.
+func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
+	ids, err := p.client.Heartbeat(ctx, group, id, ttl)
+	if err != nil {
+		return nil, p.wrap("heartbeat", group, err)
+	}
+	return ids, nil
+}
+
+// Heartbeat registers id in group for ttl and lists the live ids of group,
+// sorted, by the server's clock: one script call.
+func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
+	if err := validMember(group, id); err != nil {
+		return nil, err
+	}
+	if ttl.Milliseconds() < 1 {
+		return nil, core.Invalid("membership ttl %v is under a millisecond", ttl)
+	}
+	ids, err := scriptHeartbeat.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}

@@ -1,0 +1,80 @@
+package redislock
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// countHook counts the commands and pipelines a client sends.
+type countHook struct{ n atomic.Int64 }
+
+func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	rdb := newRedis(t, redisAddr(t))
+	hook := &countHook{}
+	rdb.AddHook(hook)
+	p, err := New(rdb, WithTTL(testTTL))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx := context.Background()
+	group := uniqueName(t)
+	t.Cleanup(func() { _ = rdb.Del(ctx, p.Client().groupKey(group)).Err() })
+
+	// A first call loads the script (EVALSHA, then EVAL): count from the
+	// second.
+	members, err := core.Heartbeat(ctx, p, group, "b", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, members, "the caller is listed at once")
+
+	require.NoError(t, p.Register(ctx, group, "c", 50*time.Millisecond))
+	hook.n.Store(0)
+	members, err = core.Heartbeat(ctx, p, group, "a", time.Minute)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), hook.n.Load(), "one round trip")
+	assert.Subset(t, []string{"a", "b", "c"}, members)
+	assert.Contains(t, members, "a")
+	assert.IsNonDecreasing(t, members, "sorted")
+
+	// The same key as Register and Members: c drops out by the server's
+	// clock, and Members sees what Heartbeat registered.
+	require.Eventually(t, func() bool {
+		members, err = p.Heartbeat(ctx, group, "a", time.Minute)
+		return err == nil && len(members) == 2
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Equal(t, []string{"a", "b"}, members)
+	listed, err := p.Members(ctx, group)
+	require.NoError(t, err)
+	assert.Equal(t, members, listed)
+
+	require.NoError(t, p.Deregister(ctx, group, "a"))
+	listed, err = p.Members(ctx, group)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b"}, listed)
+
+	_, err = p.Heartbeat(ctx, group, "", time.Minute)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = p.Heartbeat(ctx, group, "a", time.Microsecond)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	_, err = p.Heartbeat(ctx, "", "a", time.Minute)
+	require.ErrorIs(t, err, core.ErrInvalidName)
+}
