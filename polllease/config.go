@@ -49,12 +49,16 @@ type Config struct {
 	// HeartbeatTTL is how long the store lists this instance after its last
 	// heartbeat. Default 30 s.
 	HeartbeatTTL time.Duration
-	// HeartbeatInterval is the heartbeat cadence; it must be shorter than
-	// HeartbeatTTL − HeartbeatTTL/10. Default 10 s.
+	// HeartbeatInterval is the heartbeat cadence: every reconcile tick
+	// heartbeats, and the heartbeat loop beats when none was attempted for
+	// this long (up to a quarter of it longer while a tick that will beat
+	// is due). It must be shorter than HeartbeatTTL − HeartbeatTTL/10.
+	// Default 10 s.
 	HeartbeatInterval time.Duration
 	// ReconcileInterval is the mean period of the reconcile tick, which
-	// re-reads the targets and the live members, acquires, and releases;
-	// each tick is jittered by ±20 %. Default 10 s.
+	// heartbeats and lists the live members (one call), re-reads the
+	// targets, acquires, and releases; each tick is jittered by ±20 %.
+	// Default 10 s.
 	ReconcileInterval time.Duration
 	// MinHold is how long a lease is kept before it may be released to
 	// rebalance, so that assignment changes do not make leases flap.

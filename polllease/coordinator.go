@@ -31,24 +31,36 @@ type Coordinator struct {
 	kickSweep chan struct{} // a lease's handle context ended
 	kickTick  chan struct{} // the heartbeat recovered: reconcile now
 
-	mu        sync.Mutex
-	started   bool
-	running   bool
-	owned     map[string]*lease
-	targets   map[string]bool
-	members   []string
-	assign    map[string]string
-	probes    map[string]*probe
-	handedTo  map[string]handoff // targets released to rebalance
-	tick      uint64
-	beatOK    bool      // the last heartbeat succeeded: acquisitions allowed
-	beatFails int       // heartbeats failed in a row
-	lastBeat  time.Time // start of the last successful heartbeat
-	fenced    bool      // the heartbeat trust window closed: pollers paused
-	fence     *time.Timer
+	// beatMu serializes the heartbeats of the two loops, so that their
+	// outcomes apply in the order they started and lastBeat only moves
+	// forward.
+	beatMu sync.Mutex
 
-	pollers sync.WaitGroup
-	emitMu  sync.Mutex
+	mu          sync.Mutex
+	started     bool
+	running     bool
+	owned       map[string]*lease
+	targets     map[string]bool
+	members     []string
+	assign      map[string]string
+	probes      map[string]*probe
+	handedTo    map[string]handoff // targets released to rebalance
+	tick        uint64
+	nextTick    time.Time // when the reconcile timer fires (or fired, until the tick's heartbeat starts)
+	beatOK      bool      // the last heartbeat succeeded: acquisitions allowed
+	beatFails   int       // heartbeats failed in a row
+	lastBeat    time.Time // start of the last successful heartbeat
+	lastAttempt time.Time // start of the last heartbeat, successful or not
+	fenced      bool      // the heartbeat trust window closed: pollers paused
+	fence       *time.Timer
+
+	pollers  sync.WaitGroup
+	watchers sync.WaitGroup
+	// emitMu orders the events: it is held while an event is decided
+	// (under mu) and delivered, so that, for example, no renewal of a
+	// lease is reported after its release. It is taken before mu, never
+	// under it.
+	emitMu sync.Mutex
 }
 
 // lease is a target this instance holds.
@@ -63,6 +75,13 @@ type lease struct {
 	// was released to it once and it did not take it, so releasing it
 	// again would only leave it unpolled.
 	keepFor string
+	// uncertain: the last renewal of the lease failed, so its poller is
+	// paused until one succeeds (or the trust window closes and the
+	// lease is lost).
+	uncertain bool
+	// unwatch ends the lease's renewal watcher; nil when the backend
+	// reports no renewals (the handle is no core.LeaseReporter).
+	unwatch chan struct{}
 }
 
 // handoff records a target released to rebalance: to whom, and when.
@@ -169,7 +188,7 @@ func (c *Coordinator) reconcileLoop(ctx context.Context, firstBeat <-chan struct
 	case <-ctx.Done():
 		return
 	}
-	timer := time.NewTimer(c.jitter(c.cfg.ReconcileInterval))
+	timer := time.NewTimer(c.scheduleTick())
 	defer timer.Stop()
 	for {
 		select {
@@ -182,15 +201,31 @@ func (c *Coordinator) reconcileLoop(ctx context.Context, firstBeat <-chan struct
 			if !timer.Stop() {
 				<-timer.C
 			}
+			c.mu.Lock()
+			c.nextTick = time.Now()
+			c.mu.Unlock()
 		case <-timer.C:
 		}
 		c.reconcile(ctx)
-		timer.Reset(c.jitter(c.cfg.ReconcileInterval))
+		timer.Reset(c.scheduleTick())
 	}
 }
 
-// heartbeatLoop registers this instance every HeartbeatInterval, and every
-// quarter interval while registrations fail.
+// scheduleTick returns the jittered delay to the next reconcile tick and
+// records when it falls, so the heartbeat loop can leave the heartbeat to
+// it.
+func (c *Coordinator) scheduleTick() time.Duration {
+	d := c.jitter(c.cfg.ReconcileInterval)
+	c.mu.Lock()
+	c.nextTick = time.Now().Add(d)
+	c.mu.Unlock()
+	return d
+}
+
+// heartbeatLoop registers this instance whenever the reconcile ticks, which
+// heartbeat too, have not attempted a heartbeat for HeartbeatInterval (a
+// quarter of it while heartbeats fail): at start, and when the ticks are
+// slower than the heartbeat, slow, or skipped.
 func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct{}) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -201,26 +236,95 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 			return
 		case <-timer.C:
 		}
-		start := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
-		err := c.cfg.Membership.Register(rctx, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		next := c.cfg.HeartbeatInterval
-		if err != nil {
-			c.beatFailed(err)
-			next = max(c.cfg.HeartbeatInterval/4, time.Millisecond)
-		} else {
-			c.beatSucceeded(start)
-			if first {
+		c.mu.Lock()
+		wait := c.beatWait(time.Now())
+		c.mu.Unlock()
+		if wait <= 0 {
+			_, done, err := c.beat(ctx, false)
+			if ctx.Err() != nil {
+				return
+			}
+			if done && err == nil && first {
 				first = false
 				close(firstBeat)
 			}
+			c.mu.Lock()
+			wait = c.beatWait(time.Now())
+			c.mu.Unlock()
 		}
-		timer.Reset(next)
+		timer.Reset(max(wait, time.Millisecond))
 	}
+}
+
+// beatWait returns how long the heartbeat loop waits before it beats, from
+// now; c.mu is held. A reconcile tick that is due, or running, when the
+// loop's beat falls due heartbeats too: the loop waits for it, up to
+// beatSlack longer, rather than beat twice in a row.
+func (c *Coordinator) beatWait(now time.Time) time.Duration {
+	if c.lastAttempt.IsZero() {
+		return 0
+	}
+	if c.beatFails > 0 {
+		return c.lastAttempt.Add(max(c.cfg.HeartbeatInterval/4, time.Millisecond)).Sub(now)
+	}
+	due := c.lastAttempt.Add(c.cfg.HeartbeatInterval)
+	if now.Before(due) {
+		return due.Sub(now)
+	}
+	latest := due.Add(c.beatSlack())
+	if !c.nextTick.IsZero() && !c.nextTick.After(latest) && now.Before(latest) {
+		return latest.Sub(now)
+	}
+	return 0
+}
+
+// beatSlack is how much later than HeartbeatInterval the heartbeat loop
+// lets a reconcile tick beat in its place: the tick's jitter, up to a
+// quarter interval, but never so long that the trust window could close.
+func (c *Coordinator) beatSlack() time.Duration {
+	return min(c.cfg.HeartbeatInterval/4, (c.cfg.HeartbeatTTL-c.cfg.heartbeatMargin()-c.cfg.HeartbeatInterval)/2)
+}
+
+// beat heartbeats once. With list (the reconcile tick) it also returns the
+// live members, through core.Heartbeat: one round trip on a backend that
+// implements core.Heartbeater, Register then Members on the others. Without
+// list (the heartbeat loop) it only registers, and does nothing, reporting
+// done false, when a beat made while it waited for its turn made this one
+// unnecessary. Beats are serialized, so their outcomes apply in the order
+// they started; an outcome that arrives after ctx ended is not applied.
+func (c *Coordinator) beat(ctx context.Context, list bool) (members []string, done bool, err error) {
+	c.beatMu.Lock()
+	defer c.beatMu.Unlock()
+	start := time.Now()
+	c.mu.Lock()
+	if !list && c.beatWait(start) > 0 {
+		c.mu.Unlock()
+		return nil, false, nil
+	}
+	c.lastAttempt = start
+	if list {
+		c.nextTick = time.Time{} // this tick has beaten; the loop need not wait for it
+	}
+	c.mu.Unlock()
+
+	bctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
+	if list {
+		members, err = core.Heartbeat(bctx, c.cfg.Membership, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
+	} else {
+		err = c.cfg.Membership.Register(bctx, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
+	}
+	cancel()
+	if ctx.Err() != nil {
+		return nil, true, ctx.Err()
+	}
+	if err != nil {
+		c.beatFailed(err)
+		return nil, true, err
+	}
+	// A tick that recovers goes on with its own assignment; a recovery
+	// in the heartbeat loop calls for a tick at once.
+	c.beatSucceeded(start, !list)
+	return members, true, nil
 }
 
 func (c *Coordinator) beatFailed(err error) {
@@ -236,7 +340,9 @@ func (c *Coordinator) beatFailed(err error) {
 	}
 }
 
-func (c *Coordinator) beatSucceeded(start time.Time) {
+// beatSucceeded records a successful heartbeat that started at start: it
+// reopens the trust window and, if it had closed, resumes the pollers.
+func (c *Coordinator) beatSucceeded(start time.Time, kickTick bool) {
 	c.mu.Lock()
 	recovered := !c.beatOK && !c.lastBeat.IsZero()
 	c.beatOK = true
@@ -245,42 +351,66 @@ func (c *Coordinator) beatSucceeded(start time.Time) {
 	if c.running {
 		c.fence.Reset(time.Until(c.beatDeadline()))
 	}
-	var resume []*lease
-	var wait []chan struct{}
+	var paused []pausedPoller
 	if c.fenced {
 		c.fenced = false
 		for _, l := range c.owned {
-			resume = append(resume, l)
-			if l.poll != nil {
-				wait = append(wait, l.poll.done)
+			// A lease whose renewal failed stays paused until a
+			// renewal succeeds.
+			if !l.uncertain {
+				paused = append(paused, pausedPoller{l, l.poll})
 			}
 		}
 	}
 	c.mu.Unlock()
 	if recovered {
 		c.log.Info("Heartbeat recovered")
-		select {
-		case c.kickTick <- struct{}{}:
-		default:
+		if kickTick {
+			select {
+			case c.kickTick <- struct{}{}:
+			default:
+			}
 		}
 	}
-	// A paused poller was cancelled when the instance was fenced; let it
-	// finish before its successor starts, so one instance never polls a
-	// target twice at once.
-	for _, d := range wait {
-		<-d
+	c.resume(paused)
+}
+
+// pausedPoller is a lease whose poller was cancelled to pause it, and that
+// poller.
+type pausedPoller struct {
+	l    *lease
+	poll *poller
+}
+
+// resume restarts the pollers of paused leases that nothing keeps paused
+// any more (the lease is still held, the heartbeat's trust window is open,
+// its last renewal succeeded) and reports each with EventResumed. A paused
+// poller was cancelled when it was paused; resume waits for it to return
+// before its successor starts, so one instance never polls a target twice
+// at once, and resumes nothing when someone else restarted it meanwhile.
+func (c *Coordinator) resume(paused []pausedPoller) {
+	if len(paused) == 0 {
+		return
 	}
+	for _, p := range paused {
+		if p.poll != nil {
+			<-p.poll.done
+		}
+	}
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
 	var events []Event
 	c.mu.Lock()
-	for _, l := range resume {
-		if c.owned[l.target] != l || l.h.Context().Err() != nil || c.fenced || !c.running {
+	for _, p := range paused {
+		l := p.l
+		if !c.running || c.owned[l.target] != l || !c.mayPoll(l) || l.poll != p.poll {
 			continue
 		}
 		c.startPoller(l)
 		events = append(events, c.event(EventResumed, l, "", nil))
 	}
 	c.mu.Unlock()
-	c.emit(events...)
+	c.deliver(events)
 }
 
 // beatDeadline is the end of the heartbeat's trust window; c.mu is held.
@@ -292,6 +422,8 @@ func (c *Coordinator) beatDeadline() time.Time {
 // heartbeat succeeded meanwhile, the store may already list this instance as
 // gone, so every poller pauses.
 func (c *Coordinator) fenceIfStale() {
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
 	c.mu.Lock()
 	if !c.running || c.fenced || time.Now().Before(c.beatDeadline()) {
 		c.mu.Unlock()
@@ -304,16 +436,97 @@ func (c *Coordinator) fenceIfStale() {
 		if l.poll != nil {
 			l.poll.cancel()
 		}
-		events = append(events, c.event(EventUncertain, l, "", err))
+		// A lease paused by a failed renewal was reported uncertain
+		// already.
+		if !l.uncertain {
+			events = append(events, c.event(EventUncertain, l, "", err))
+		}
 	}
 	c.mu.Unlock()
 	c.log.Warn("Heartbeat trust window closed: pollers paused", slog.Any("error", err))
-	c.emit(events...)
+	c.deliver(events)
 }
 
-// reconcile is one tick: drop lost leases, re-read targets and members,
-// release what should go, acquire what should come.
+// watchLease follows the renewals of l's lease as the backend's keeper
+// reports them through rep, from the state seen when it was acquired: each
+// successful renewal is an EventRenewed; a failed one pauses l's poller
+// (EventUncertain) until a renewal succeeds (EventResumed). It returns when
+// l is detached (unwatch closes) or its handle's context ends; the sweep
+// reports a loss.
+func (c *Coordinator) watchLease(l *lease, rep core.LeaseReporter, seen core.LeaseState, unwatch <-chan struct{}) {
+	for {
+		changed := rep.LeaseChanged()
+		now, _ := rep.Lease()
+		if !c.leaseChanged(l, seen, now) {
+			return
+		}
+		seen = now
+		select {
+		case <-changed:
+		case <-unwatch:
+			return
+		case <-l.h.Context().Done():
+			return
+		}
+	}
+}
+
+// leaseChanged applies a change of l's lease state from prev to now, and
+// reports false when l is no longer this instance's live lease.
+func (c *Coordinator) leaseChanged(l *lease, prev, now core.LeaseState) bool {
+	c.emitMu.Lock()
+	c.mu.Lock()
+	if c.owned[l.target] != l || l.h.Context().Err() != nil {
+		c.mu.Unlock()
+		c.emitMu.Unlock()
+		return false
+	}
+	var events []Event
+	for n := prev.Renewals; n < now.Renewals; n++ {
+		events = append(events, c.event(EventRenewed, l, "", nil))
+	}
+	var paused []pausedPoller
+	switch {
+	case now.Err != nil && !l.uncertain:
+		// The lease is still ours until its trust window closes, but
+		// the store may not have extended it: stop polling until a
+		// renewal says it did, rather than poll into a takeover.
+		l.uncertain = true
+		if !c.fenced { // else paused and reported already
+			if l.poll != nil {
+				l.poll.cancel()
+			}
+			events = append(events, c.event(EventUncertain, l, "", now.Err))
+		}
+	case now.Err == nil && l.uncertain:
+		l.uncertain = false
+		paused = append(paused, pausedPoller{l, l.poll})
+	}
+	c.mu.Unlock()
+	c.deliver(events)
+	c.emitMu.Unlock()
+	c.resume(paused)
+	return true
+}
+
+// reconcile is one tick: heartbeat and read the live members, drop lost
+// leases, re-read the targets, release what should go, acquire what should
+// come.
 func (c *Coordinator) reconcile(ctx context.Context) {
+	// The tick's heartbeat lists the members in the same call, so the
+	// assignment uses a list taken now (a list from an earlier heartbeat
+	// can predate instances that started since), and the heartbeat loop
+	// has nothing to do while the ticks keep up.
+	members, _, err := c.beat(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Debug("Heartbeat failed: tick skipped", slog.Any("error", err))
+		}
+		return
+	}
+	// After the heartbeat, which can take long against a failing store:
+	// leases lost meanwhile are dropped before the assignment, so their
+	// targets are acquired again in this tick.
 	c.sweep(ctx)
 	if !c.canAcquire() {
 		return
@@ -333,11 +546,6 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 			continue
 		}
 		targets[t] = true
-	}
-	members, err := c.cfg.Membership.Members(tctx, c.cfg.Group)
-	if err != nil {
-		c.log.Warn("Reading members failed: tick skipped", slog.Any("error", err))
-		return
 	}
 	if !slices.Contains(members, c.id) {
 		// Our heartbeat succeeded, so we are live, whatever a lagging
@@ -493,6 +701,16 @@ func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	if err != nil {
 		return err
 	}
+	// The lease's state as granted: the watcher reports every change
+	// from here on.
+	rep, _ := h.(core.LeaseReporter)
+	var seen core.LeaseState
+	if rep != nil {
+		var kept bool
+		if seen, kept = rep.Lease(); !kept {
+			rep = nil // nothing renews it: a connection-bound lock, say
+		}
+	}
 	c.mu.Lock()
 	if !c.running || c.fenced || c.owned[target] != nil {
 		// Stopped, fenced or raced by a concurrent TryAcquire while the
@@ -516,20 +734,36 @@ func (c *Coordinator) acquire(ctx context.Context, target string) error {
 		}
 	})
 	c.startPoller(l)
+	if rep != nil {
+		l.unwatch = make(chan struct{})
+		c.watchers.Add(1)
+	}
 	ev := c.event(EventAcquired, l, "", nil)
 	c.mu.Unlock()
 	c.emit(ev)
+	if rep != nil {
+		// Started after EventAcquired is out, so the lease's events
+		// follow it.
+		go func() {
+			defer c.watchers.Done()
+			c.watchLease(l, rep, seen, l.unwatch)
+		}()
+	}
 	return nil
 }
 
-// detach removes l from the owned set and cancels its poller; c.mu is held.
-// The caller then waits for the poller and releases the handle.
+// detach removes l from the owned set and cancels its poller and its
+// watcher; c.mu is held. The caller then waits for the poller and releases
+// the handle.
 func (c *Coordinator) detach(l *lease) {
 	if c.owned[l.target] == l {
 		delete(c.owned, l.target)
 	}
 	if l.stopWatch != nil {
 		l.stopWatch()
+	}
+	if l.unwatch != nil {
+		close(l.unwatch)
 	}
 	if l.poll != nil {
 		l.poll.cancel()
@@ -616,6 +850,7 @@ func (c *Coordinator) shutdown(ctx context.Context) error {
 
 	err := c.releaseAll(ctx, leases, ReasonStop)
 	c.pollers.Wait()
+	c.watchers.Wait()
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
 	defer cancel()
 	if derr := c.cfg.Membership.Deregister(dctx, c.cfg.Group, c.id); derr != nil {
@@ -667,7 +902,14 @@ func (c *Coordinator) pollLoop(ctx context.Context, l *lease) {
 func (c *Coordinator) owns(l *lease) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.owned[l.target] == l && !c.fenced && l.h.Context().Err() == nil
+	return c.owned[l.target] == l && c.mayPoll(l)
+}
+
+// mayPoll reports whether l, a lease this instance holds, may be polled
+// now: its handle is live and neither the heartbeat's trust window nor a
+// failed renewal has paused it; c.mu is held.
+func (c *Coordinator) mayPoll(l *lease) bool {
+	return !c.fenced && !l.uncertain && l.h.Context().Err() == nil
 }
 
 func (c *Coordinator) event(kind EventKind, l *lease, reason Reason, err error) Event {
@@ -681,19 +923,31 @@ func (c *Coordinator) emit(events ...Event) {
 	}
 	c.emitMu.Lock()
 	defer c.emitMu.Unlock()
+	c.deliver(events)
+}
+
+// deliver is emit with c.emitMu held.
+func (c *Coordinator) deliver(events []Event) {
+	ctx := context.Background()
 	for _, e := range events {
-		attrs := []slog.Attr{slog.String("target", e.Target), slog.Uint64("token", e.Token)}
-		if e.Reason != "" {
-			attrs = append(attrs, slog.String("reason", string(e.Reason)))
-		}
-		if e.Err != nil {
-			attrs = append(attrs, slog.Any("error", e.Err))
-		}
-		level, msg := slog.LevelInfo, "Lease "+e.Kind.String()
-		if e.Kind == EventLost || e.Kind == EventUncertain {
+		level := slog.LevelInfo
+		switch e.Kind {
+		case EventLost, EventUncertain:
 			level = slog.LevelWarn
+		case EventRenewed:
+			// Every lease renews every interval: thousands of lines.
+			level = slog.LevelDebug
 		}
-		c.log.LogAttrs(context.Background(), level, msg, attrs...)
+		if c.log.Enabled(ctx, level) {
+			attrs := []slog.Attr{slog.String("target", e.Target), slog.Uint64("token", e.Token)}
+			if e.Reason != "" {
+				attrs = append(attrs, slog.String("reason", string(e.Reason)))
+			}
+			if e.Err != nil {
+				attrs = append(attrs, slog.Any("error", e.Err))
+			}
+			c.log.LogAttrs(ctx, level, "Lease "+e.Kind.String(), attrs...)
+		}
 		if c.cfg.OnEvent != nil {
 			c.cfg.OnEvent(e)
 		}

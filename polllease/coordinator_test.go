@@ -448,3 +448,191 @@ func TestLiveInstanceThatDoesNotPoll(t *testing.T) {
 	assert.Empty(t, f.eventsOf(EventReleased, settled), "leases flap")
 	assert.True(t, f.covered())
 }
+
+// TestFailedRenewalPausesPoller: a failed renewal pauses the lease's poller
+// (EventUncertain with the renewal's error) while the lease is kept; the
+// next successful renewal resumes it (EventResumed) under the same lease;
+// every successful renewal is an EventRenewed.
+func TestFailedRenewalPausesPoller(t *testing.T) {
+	targets := targetNames(3)
+	f := newFleet(t, targets)
+	// Renewed every 1 s, retried every 250 ms after a failure, trusted
+	// for 2.7 s after the start of the last success: room for a failure
+	// and a recovery before the lease would be lost.
+	p := newMemProvider(t, f.store, "solo", 3*time.Second)
+	n := f.startWith("solo", p)
+	waitFor(t, "covered", 5*time.Second, f.covered)
+
+	// Renewals are reported, one event per lease renewed.
+	waitFor(t, "renewed events", 10*time.Second, func() bool {
+		return p.renewed.Load() >= 2*int64(len(targets)) &&
+			int64(len(f.eventsOf(EventRenewed, time.Time{}))) == p.renewed.Load()
+	})
+	for _, e := range f.eventsOf(EventRenewed, time.Time{}) {
+		assert.Equal(t, "solo", e.Instance)
+		assert.Contains(t, targets, e.Target)
+		assert.Positive(t, e.Token)
+		assert.NoError(t, e.Err)
+	}
+	tokens := map[string]uint64{}
+	n.c.mu.Lock()
+	for tg, l := range n.c.owned {
+		tokens[tg] = l.token
+	}
+	n.c.mu.Unlock()
+
+	failAt := time.Now()
+	p.failRenew.Store(true)
+	waitFor(t, "uncertain events", 5*time.Second, func() bool {
+		return len(f.eventsOf(EventUncertain, failAt)) == len(targets)
+	})
+	pausedAt := time.Now()
+	for _, e := range f.eventsOf(EventUncertain, failAt) {
+		assert.ErrorIs(t, e.Err, errRenewFailed, "the renewal's error")
+	}
+	for _, tg := range targets {
+		assert.False(t, n.c.IsOwned(tg), "%s still pollable with its renewal failing", tg)
+	}
+	assert.Equal(t, targets, n.c.Owned(), "the leases are kept")
+	time.Sleep(3 * testPollEvery) // polls would start in this window if not paused
+	for _, r := range f.det.Polls() {
+		assert.True(t, r.Start.Before(pausedAt), "polled %s while its renewal was failing", r.Target)
+	}
+	assert.Empty(t, f.eventsOf(EventRenewed, pausedAt))
+
+	p.failRenew.Store(false)
+	waitFor(t, "resumed events", 5*time.Second, func() bool {
+		return len(f.eventsOf(EventResumed, failAt)) == len(targets)
+	})
+	resumedAt := time.Now()
+	for _, tg := range targets {
+		assert.True(t, n.c.IsOwned(tg))
+	}
+	waitFor(t, "polling again", 5*time.Second, func() bool {
+		seen := map[string]bool{}
+		for _, r := range f.det.Polls() {
+			if !r.Start.Before(resumedAt) {
+				seen[r.Target] = true
+			}
+		}
+		return len(seen) == len(targets)
+	})
+	// Each target: uncertain, then the renewal that ended it, then
+	// resumed.
+	for _, tg := range targets {
+		var kinds []EventKind
+		for _, e := range f.events.Where(func(e Event) bool { return e.Target == tg && !e.Time.Before(failAt) }) {
+			kinds = append(kinds, e.Kind)
+		}
+		// A renewal already under way when the failures began may
+		// come first.
+		for len(kinds) > 0 && kinds[0] == EventRenewed {
+			kinds = kinds[1:]
+		}
+		require.GreaterOrEqual(t, len(kinds), 3, "%s: %v", tg, kinds)
+		assert.Equal(t, []EventKind{EventUncertain, EventRenewed, EventResumed}, kinds[:3], tg)
+	}
+	n.c.mu.Lock()
+	for tg, l := range n.c.owned {
+		assert.Equal(t, tokens[tg], l.token, "same lease after resuming")
+	}
+	n.c.mu.Unlock()
+	assert.Empty(t, f.eventsOf(EventLost, time.Time{}))
+	waitFor(t, "renewed events after recovery", 5*time.Second, func() bool {
+		return int64(len(f.eventsOf(EventRenewed, time.Time{}))) == p.renewed.Load() &&
+			len(f.eventsOf(EventRenewed, resumedAt)) >= len(targets)
+	})
+}
+
+// TestRenewalFailureUntilLost: renewals that keep failing pause the poller
+// at once, and the lease is lost when its trust window closes.
+func TestRenewalFailureUntilLost(t *testing.T) {
+	f := newFleet(t, targetNames(1))
+	p := newMemProvider(t, f.store, "solo", testLeaseTTL)
+	n := f.startWith("solo", p)
+	target := targetNames(1)[0]
+	waitFor(t, "covered", 5*time.Second, f.covered)
+
+	failAt := time.Now()
+	p.failRenew.Store(true)
+	waitFor(t, "uncertain", 5*time.Second, func() bool { return len(f.eventsOf(EventUncertain, failAt)) == 1 })
+	assert.False(t, n.c.IsOwned(target))
+	waitFor(t, "lost", 5*time.Second, func() bool { return len(f.eventsOf(EventLost, failAt)) >= 1 })
+	lost := f.eventsOf(EventLost, failAt)[0]
+	assert.ErrorIs(t, lost.Err, core.ErrLockLost)
+	assert.ErrorIs(t, lost.Err, errRenewFailed, "lost because the renewals kept failing")
+	assert.Empty(t, f.eventsOf(EventResumed, failAt))
+}
+
+// countingHeartbeater is a memProvider's membership that also implements
+// core.Heartbeater, and counts the calls of each kind.
+type countingHeartbeater struct {
+	*memProvider
+	registers, lists, beats atomic.Int64
+}
+
+func (m *countingHeartbeater) Register(ctx context.Context, group, id string, ttl time.Duration) error {
+	m.registers.Add(1)
+	return m.memProvider.Register(ctx, group, id, ttl)
+}
+
+func (m *countingHeartbeater) Members(ctx context.Context, group string) ([]string, error) {
+	m.lists.Add(1)
+	return m.memProvider.Members(ctx, group)
+}
+
+func (m *countingHeartbeater) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
+	m.beats.Add(1)
+	if err := m.memProvider.Register(ctx, group, id, ttl); err != nil {
+		return nil, err
+	}
+	return m.memProvider.Members(ctx, group)
+}
+
+// TestTickHeartbeats: each reconcile tick heartbeats and lists the members
+// in one Heartbeat call; the heartbeat loop registers on its own only at
+// start and when the ticks are further apart than HeartbeatInterval.
+func TestTickHeartbeats(t *testing.T) {
+	cases := []struct {
+		name             string
+		beat, reconcile  time.Duration
+		minLoop, maxLoop int64 // Register calls of the heartbeat loop
+		minTicks         int64
+	}{
+		// Ticks every 250 ms ± 20 %, heartbeat due every 500 ms: the
+		// ticks do all the beating after the first.
+		{name: "ticks faster", beat: 500 * time.Millisecond, reconcile: 250 * time.Millisecond, minLoop: 1, maxLoop: 1, minTicks: 5},
+		// Ticks every 1.5 s, heartbeat due every 300 ms: the loop fills
+		// in, about four times per tick.
+		{name: "ticks slower", beat: 300 * time.Millisecond, reconcile: 1500 * time.Millisecond, minLoop: 4, maxLoop: 12, minTicks: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, targetNames(4))
+			p := newMemProvider(t, f.store, "solo", testLeaseTTL)
+			m := &countingHeartbeater{memProvider: p}
+			cfg := f.config("solo", p)
+			cfg.Membership = m
+			cfg.HeartbeatInterval, cfg.ReconcileInterval = tc.beat, tc.reconcile
+			c, err := New(cfg)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			defer func() {
+				cancel()
+				require.NoError(t, <-done)
+			}()
+
+			time.Sleep(2 * time.Second) // a measurement window, not a wait for an event
+			t.Logf("in 2 s: %d Heartbeat calls (ticks), %d Register calls (heartbeat loop), %d Members calls",
+				m.beats.Load(), m.registers.Load(), m.lists.Load())
+			assert.Zero(t, m.lists.Load(), "no separate member listing")
+			assert.GreaterOrEqual(t, m.beats.Load(), tc.minTicks, "a Heartbeat call per tick")
+			assert.GreaterOrEqual(t, m.registers.Load(), tc.minLoop, "heartbeat loop beats")
+			assert.LessOrEqual(t, m.registers.Load(), tc.maxLoop, "heartbeat loop beats")
+			assert.Len(t, c.Owned(), 4)
+			assert.Empty(t, f.eventsOf(EventUncertain, time.Time{}), "the heartbeat's trust window closed")
+		})
+	}
+}

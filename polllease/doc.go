@@ -13,12 +13,19 @@
 // Every instance of a Group runs a Coordinator. It has an ID (by default
 // "hostname-boottime-random") and three loops:
 //
-//   - Heartbeat: every HeartbeatInterval (10 s) it registers its ID in the
-//     Group through core.Membership with HeartbeatTTL (30 s); the store
-//     lists it until the TTL runs out.
+//   - Heartbeat: the instance registers its ID in the Group through
+//     core.Membership with HeartbeatTTL (30 s); the store lists it until
+//     the TTL runs out. Every reconcile tick heartbeats; the heartbeat
+//     loop registers only when no heartbeat was attempted for
+//     HeartbeatInterval (10 s; a quarter of it while they fail), which
+//     happens at start and when ticks are slower than heartbeats, slow or
+//     skipped. When a tick is due within a quarter interval of that
+//     moment, the loop waits for the tick's heartbeat rather than beat
+//     twice.
 //   - Reconcile: every ReconcileInterval (10 s, jittered by ±20 % so
-//     instances do not tick together) it re-reads the targets (Config.Targets)
-//     and the live members, and computes the assignment: rendezvous (highest
+//     instances do not tick together) it heartbeats and lists the live
+//     members in one call (core.Heartbeat), re-reads the targets
+//     (Config.Targets), and computes the assignment: rendezvous (highest
 //     random weight) hashing of each target over the members, with bounded
 //     load, so no instance is assigned more than ⌈1.2 × targets / instances⌉
 //     (see Assign). The assignment is what is desired; ownership only changes
@@ -37,16 +44,22 @@
 //   - Poll: each owned target has its own loop that calls Config.Poll every
 //     PollInterval(target), under the lease handle's context and with its
 //     fencing token. Before each poll it checks that the lease is still
-//     owned; IsOwnedStrict asks the store, for critical polls.
+//     owned and not paused (see below); IsOwnedStrict asks the store, for
+//     critical polls.
 //
 // A lease is one core.Locker per target, named Group + ":lease:" + target
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
 // Provider (configure 30 s renewed every 10 s): the backend renews all the
 // leases of one Provider together, in one round trip per interval on Redis
-// and Postgres (core.Keeper), so an instance's steady-state cost per renew
-// interval is one renewal round trip, plus one heartbeat and one member
-// listing per tick. The Coordinator never renews a lease itself; it watches
-// each handle's context.
+// and Postgres (core.Keeper). The heartbeat and the member listing of a
+// tick are one round trip on backends that implement core.Heartbeater
+// (redislock, pglock), two on the others. So with the defaults an
+// instance's steady-state cost on Redis is 2 round trips per 10 s whatever
+// the number of targets, one renewal and one heartbeat with listing, plus
+// a backup's occasional check of each target it backs up (one TryAcquire
+// every 128–256 ticks per target). The Coordinator never renews a lease
+// itself; it watches each handle's context and, on backends whose handles
+// report their lease (core.LeaseReporter), each renewal's outcome.
 //
 // # Failure handling: fail closed
 //
@@ -58,14 +71,23 @@
 // reached. The Coordinator then reports EventLost, cleans up and tries to
 // acquire the target again on a later tick.
 //
+// It does not wait for the window to close: when a renewal of a lease
+// fails (the backend's keeper reports it through core.LeaseReporter), the
+// store may not have extended the lease, so that lease's poller pauses at
+// once (EventUncertain, with the renewal's error; its poll context ends)
+// while the lease is kept and renewals go on. The next successful renewal
+// resumes it (EventResumed); if none succeeds in time, the lease is lost.
+//
 // On top of that it watches its own heartbeat. After a failed heartbeat it
 // makes no acquisition and no voluntary release until one succeeds again.
 // When no heartbeat has succeeded for HeartbeatTTL − HeartbeatTTL/10 since
 // the start of the last successful one, the store may already count the
-// instance dead: every poller pauses (EventUncertain) while the leases are
-// kept and renewals go on. When a heartbeat succeeds again, the pollers of
-// the leases still held resume (EventResumed) and a reconcile tick runs at
-// once, so the instance recovers on its own when the store returns.
+// instance dead: every poller pauses (EventUncertain, for those not paused
+// already) while the leases are kept and renewals go on. When a heartbeat
+// succeeds again, the pollers of the leases still held resume
+// (EventResumed), except those a failed renewal keeps paused, and a
+// reconcile tick runs at once, so the instance recovers on its own when
+// the store returns.
 //
 // A crashed instance's leases expire after their TTL and its heartbeat after
 // HeartbeatTTL; its targets are polled again within a lease TTL plus one
@@ -74,14 +96,19 @@
 //
 // # Events and logs
 //
-// Config.OnEvent receives every Event: acquired, released (with a Reason:
-// rebalance, stop, target removed, manual), lost, uncertain and resumed,
-// each with the instance, target and fencing token. The same lines go to
-// Config.Logger (log/slog), for example
+// Config.OnEvent receives every Event: acquired, renewed, released (with a
+// Reason: rebalance, stop, target removed, manual), lost, uncertain and
+// resumed, each with the instance, target and fencing token. The same
+// lines go to Config.Logger (log/slog), for example
 //
 //	level=INFO msg="Lease acquired" instance=web-1712-a3f9c2 target=endpoint-7 token=42
 //
-// Lease renewals are the backend's and are not reported one by one.
+// Renewals are reported one event per lease per renewal (thousands per
+// interval on a large fleet), so they are logged at Debug level; the
+// others at Info, lost and uncertain at Warn. A backend whose handles do not
+// report their lease (pglock, whose locks live as long as the connection)
+// sends no renewed events, and its leases are paused only by the
+// heartbeat.
 //
 // # Inspection
 //

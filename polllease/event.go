@@ -19,15 +19,26 @@ const (
 	// window, or taken); the poller stopped at once. Err says why. The
 	// target is acquired again on a later tick if it is still preferred.
 	EventLost
-	// EventUncertain: the heartbeat has failed past its trust window
+	// EventUncertain: the poller is paused while the lease is kept,
+	// because the store may no longer count it as this instance's. Either
+	// the lease's renewal failed (Err is the renewal's error): the lease
+	// is trusted until its trust window closes, but the store may not
+	// have extended it; or the heartbeat has failed past its trust window
 	// (HeartbeatTTL − margin after the start of the last one that
-	// succeeded), so the store may already count this instance dead: the
-	// poller is paused while the lease is kept, and no lease is acquired
-	// until a heartbeat succeeds again. One event per paused target.
+	// succeeded), so the store may already count this instance dead, and
+	// no lease is acquired until a heartbeat succeeds again. One event
+	// per target that was polling; an EventResumed, EventLost or
+	// EventReleased follows.
 	EventUncertain
-	// EventResumed: a heartbeat succeeded again and the lease is still
-	// held, so its poller runs again.
+	// EventResumed: what paused the poller is over (a renewal of the lease
+	// succeeded, a heartbeat succeeded) and the lease is still held, so its
+	// poller runs again.
 	EventResumed
+	// EventRenewed: the backend renewed the lease; one event per
+	// successful renewal, after the renewal (on backends whose handles
+	// report their lease, core.LeaseReporter: redislock, redlock,
+	// natslock, filelock). Logged at Debug level.
+	EventRenewed
 )
 
 func (k EventKind) String() string {
@@ -42,6 +53,8 @@ func (k EventKind) String() string {
 		return "uncertain"
 	case EventResumed:
 		return "resumed"
+	case EventRenewed:
+		return "renewed"
 	}
 	return "unknown"
 }
@@ -63,7 +76,7 @@ type Event struct {
 	Target   string
 	Token    uint64 // the lease's fencing token
 	Reason   Reason // for EventReleased
-	Err      error  // for EventLost and EventUncertain
+	Err      error  // for EventLost and EventUncertain (why), and EventReleased (a failed release)
 	Time     time.Time
 }
 

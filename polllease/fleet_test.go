@@ -90,7 +90,12 @@ func (f *fleet) config(id string, p *memProvider) Config {
 
 func (f *fleet) start(id string) *node {
 	f.t.Helper()
-	p := newMemProvider(f.t, f.store, id, testLeaseTTL)
+	return f.startWith(id, newMemProvider(f.t, f.store, id, testLeaseTTL))
+}
+
+// startWith starts an instance over p, a memProvider of f.store.
+func (f *fleet) startWith(id string, p *memProvider) *node {
+	f.t.Helper()
 	c, err := New(f.config(id, p))
 	require.NoError(f.t, err)
 	n := &node{c: c, p: p}

@@ -31,7 +31,10 @@ type memEntry struct {
 	expires time.Time
 }
 
-var errStoreDown = errors.New("memstore: unreachable")
+var (
+	errStoreDown   = errors.New("memstore: unreachable")
+	errRenewFailed = errors.New("memstore: renewal timed out")
+)
 
 func newMemStore() *memStore {
 	return &memStore{
@@ -69,12 +72,14 @@ func (s *memStore) held() []string {
 }
 
 type memProvider struct {
-	s      *memStore
-	id     string
-	ttl    time.Duration
-	keeper *core.Keeper
-	cut    atomic.Bool // this client cannot reach the store
-	calls  atomic.Int64
+	s         *memStore
+	id        string
+	ttl       time.Duration
+	keeper    *core.Keeper
+	cut       atomic.Bool // this client cannot reach the store
+	failRenew atomic.Bool // renewals fail with an unknown outcome; all else works
+	calls     atomic.Int64
+	renewed   atomic.Int64 // leases renewed
 }
 
 func newMemProvider(t testing.TB, s *memStore, id string, ttl time.Duration) *memProvider {
@@ -109,6 +114,12 @@ func (p *memProvider) lock(ctx context.Context) error {
 
 func (p *memProvider) renew(ctx context.Context, batch []*core.Lease) []error {
 	errs := make([]error, len(batch))
+	if p.failRenew.Load() {
+		for i := range errs {
+			errs[i] = errRenewFailed
+		}
+		return errs
+	}
 	if err := p.lock(ctx); err != nil {
 		for i := range errs {
 			errs[i] = err
@@ -124,6 +135,7 @@ func (p *memProvider) renew(ctx context.Context, batch []*core.Lease) []error {
 			continue
 		}
 		e.expires = now.Add(p.ttl)
+		p.renewed.Add(1)
 	}
 	return errs
 }

@@ -263,9 +263,20 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 				pipes += float64(rt.pipelines.Load()-before[id][0]) / intervals / 10
 				singles += float64(rt.single.Load()-before[id][1]) / intervals / 10
 			}
-			t.Logf("round trips per instance per renew interval (%v): %.2f renewal pipelines + %.2f single commands (heartbeat every %v, member listing every ~%v tick, probes) = %.2f",
-				plRenew, pipes, singles, plBeat, plReconcile, pipes+singles)
+			t.Logf("round trips per instance per renew interval (%v): %.2f renewal pipelines + %.2f single commands (heartbeat and member listing in one call every ~%v tick, extra heartbeats, probes) = %.2f",
+				plRenew, pipes, singles, plReconcile, pipes+singles)
 			assert.LessOrEqual(t, pipes, 2.0, "lease renewals are batched")
+			// The rate is at most 2: one renewal pipeline every renew
+			// interval and one heartbeat-and-listing call every tick, whose
+			// mean period is the reconcile interval (= the renew interval
+			// here) plus the tick's own duration. The window cuts each
+			// instance's calls at arbitrary phases of their ±20 % jittered
+			// cadence, so the average over 10 instances and 8 intervals
+			// reads the rate ± about 0.02 (1.94–2.01 seen); allow for
+			// that. A separate heartbeat or listing per tick would add
+			// about 1.
+			const edgeNoise = 0.05
+			assert.LessOrEqual(t, pipes+singles, 2.0+edgeNoise, "one renewal pipeline and one heartbeat with listing per interval")
 
 			// A join moves about targets/11 targets.
 			plWaitFor(t, "balanced before the join", plWait, func() bool { return f.balanced(members) })
