@@ -486,7 +486,8 @@ func TestPollLeaseBackends(t *testing.T) {
 			return func(t testing.TB) (core.Provider, core.Membership, func()) {
 				pool, err := pgxpool.New(context.Background(), url)
 				require.NoError(t, err)
-				p, err := pglock.New(pool, pglock.WithKeepalive(500*time.Millisecond))
+				// Holder rows (WithFenceTable) give the strict check and the snapshot.
+				p, err := pglock.New(pool, pglock.WithKeepalive(500*time.Millisecond), pglock.WithFenceTable(pglock.DefaultFenceTable))
 				require.NoError(t, err)
 				return p, p, func() {
 					_ = p.Close()
