@@ -51,7 +51,8 @@
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
 // Provider (configure 30 s renewed every 10 s): the backend renews all the
 // leases of one Provider together, in one round trip per interval on Redis
-// and Postgres (core.Keeper). The heartbeat and the member listing of a
+// (core.Keeper); on Postgres a lease lives as long as its connection, which
+// one keepalive per connection checks, however many leases it holds. The heartbeat and the member listing of a
 // tick are one round trip on backends that implement core.Heartbeater
 // (redislock, pglock), two on the others. So with the defaults an
 // instance's steady-state cost on Redis is 2 round trips per 10 s whatever
