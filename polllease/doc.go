@@ -52,9 +52,9 @@
 // Provider (configure 30 s renewed every 10 s): the backend renews all the
 // leases of one Provider together, in one round trip per interval on Redis
 // (core.Keeper); on Postgres a lease lives as long as its connection, which
-// one keepalive per connection checks, however many leases it holds. The heartbeat and the member listing of a
-// tick are one round trip on backends that implement core.Heartbeater
-// (redislock, pglock), two on the others. So with the defaults an
+// one keepalive per connection checks, however many leases it holds. The
+// heartbeat and the member listing of a tick are one round trip on backends
+// that implement core.Heartbeater (redislock, pglock), two on the others. So with the defaults an
 // instance's steady-state cost on Redis is 2 round trips per 10 s whatever
 // the number of targets, one renewal and one heartbeat with listing, plus
 // a backup's occasional check of each target it backs up (one TryAcquire
