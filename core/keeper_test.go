@@ -23,6 +23,15 @@ func newKeeper(t *testing.T, cfg core.KeeperConfig) *core.Keeper {
 
 func noopRelease(context.Context) error { return nil }
 
+// renewAllLost is a Renew that finds every lease gone.
+func renewAllLost(_ context.Context, b []*core.Lease) []error {
+	errs := make([]error, len(b))
+	for i := range errs {
+		errs[i] = core.ErrLockLost
+	}
+	return errs
+}
+
 func TestKeeperConfigErrors(t *testing.T) {
 	renew := func(context.Context, []*core.Lease) []error { return nil }
 	for _, cfg := range []core.KeeperConfig{
@@ -86,13 +95,7 @@ func TestKeeperLostVerdict(t *testing.T) {
 	k := newKeeper(t, core.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
-			errs := make([]error, len(b))
-			for i := range errs {
-				errs[i] = core.ErrLockLost
-			}
-			return errs
-		},
+		Renew:    renewAllLost,
 	})
 	h := core.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
@@ -334,13 +337,7 @@ func TestKeeperLostClosesLeaseChanged(t *testing.T) {
 	k := newKeeper(t, core.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
-			errs := make([]error, len(b))
-			for i := range errs {
-				errs[i] = core.ErrLockLost
-			}
-			return errs
-		},
+		Renew:    renewAllLost,
 	})
 	h := core.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)

@@ -15,6 +15,22 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// runCoordinator runs a Coordinator on cfg until the test ends, then stops
+// it and requires a clean shutdown.
+func runCoordinator(t *testing.T, cfg Config) *Coordinator {
+	t.Helper()
+	c, err := New(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return c
+}
+
 func TestConfigValidation(t *testing.T) {
 	p := newMemProvider(t, newMemStore(), "x", time.Second)
 	valid := func() Config {
@@ -346,15 +362,7 @@ func TestHeartbeatFencePausesAndResumes(t *testing.T) {
 	cfg := f.config("flaky", p)
 	cfg.Membership = m
 	cfg.HeartbeatTTL, cfg.HeartbeatInterval = time.Second, 200*time.Millisecond
-	c, err := New(cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	c := runCoordinator(t, cfg)
 	waitFor(t, "owns everything", 5*time.Second, func() bool { return len(c.Owned()) == 5 && c.IsOwned(targetNames(5)[0]) })
 	tokens := map[string]uint64{}
 	c.mu.Lock()
@@ -368,7 +376,7 @@ func TestHeartbeatFencePausesAndResumes(t *testing.T) {
 	waitFor(t, "paused", 5*time.Second, func() bool { return !c.IsOwned(targetNames(5)[0]) })
 	assert.Len(t, c.Owned(), 5, "the leases are kept")
 	waitFor(t, "uncertain events", 5*time.Second, func() bool { return len(f.eventsOf(EventUncertain, failAt)) == 5 })
-	assert.Error(t, c.TryAcquire(ctx, "other"), "no acquisition while uncertain")
+	assert.Error(t, c.TryAcquire(context.Background(), "other"), "no acquisition while uncertain")
 	pausedAt := time.Now()
 	polls := len(f.det.Polls())
 	time.Sleep(3 * testPollEvery) // polls would happen in this window if not paused
@@ -416,15 +424,7 @@ func TestLiveInstanceThatDoesNotPoll(t *testing.T) {
 	p := newMemProvider(t, f.store, "lazy", testLeaseTTL)
 	cfg := f.config("lazy", p)
 	cfg.Targets = func(context.Context) ([]string, error) { return nil, nil }
-	lazy, err := New(cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- lazy.Run(ctx) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
+	runCoordinator(t, cfg)
 	f.start("a")
 	f.start("b")
 
@@ -614,15 +614,7 @@ func TestTickHeartbeats(t *testing.T) {
 			cfg := f.config("solo", p)
 			cfg.Membership = m
 			cfg.HeartbeatInterval, cfg.ReconcileInterval = tc.beat, tc.reconcile
-			c, err := New(cfg)
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
-			defer func() {
-				cancel()
-				require.NoError(t, <-done)
-			}()
+			c := runCoordinator(t, cfg)
 
 			time.Sleep(2 * time.Second) // a measurement window, not a wait for an event
 			t.Logf("in 2 s: %d Heartbeat calls (ticks), %d Register calls (heartbeat loop), %d Members calls",

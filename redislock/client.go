@@ -436,7 +436,13 @@ func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
 	if err := core.ValidateName(group); err != nil {
 		return nil, err
 	}
-	ids, err := scriptMemberList.Run(ctx, c.rdb, []string{c.groupKey(group)}).StringSlice()
+	return memberIDs(scriptMemberList.Run(ctx, c.rdb, []string{c.groupKey(group)}))
+}
+
+// memberIDs reads the ids a membership script returned, sorted; none is an
+// empty list, not nil.
+func memberIDs(cmd *redis.Cmd) ([]string, error) {
+	ids, err := cmd.StringSlice()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}

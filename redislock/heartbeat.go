@@ -2,12 +2,9 @@ package redislock
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"time"
 
 	"github.com/distlock/distlock/core"
-	"github.com/redis/go-redis/v9"
 )
 
 var _ core.Heartbeater = (*Provider)(nil)
@@ -35,13 +32,5 @@ func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Durat
 	if ttl.Milliseconds() < 1 {
 		return nil, core.Invalid("membership ttl %v is under a millisecond", ttl)
 	}
-	ids, err := scriptHeartbeat.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()).StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	if ids == nil {
-		ids = []string{}
-	}
-	slices.Sort(ids)
-	return ids, nil
+	return memberIDs(scriptHeartbeat.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()))
 }

@@ -2,36 +2,17 @@ package redislock
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/distlock/distlock/core"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// countHook counts the commands and pipelines a client sends.
-type countHook struct{ n atomic.Int64 }
-
-func (h *countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmd)
-	}
-}
-func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.n.Add(1)
-		return next(ctx, cmds)
-	}
-}
-
 func TestHeartbeat(t *testing.T) {
 	rdb := newRedis(t, redisAddr(t))
-	hook := &countHook{}
+	hook := &roundTrips{}
 	rdb.AddHook(hook)
 	p, err := New(rdb, WithTTL(testTTL))
 	require.NoError(t, err)
@@ -47,10 +28,11 @@ func TestHeartbeat(t *testing.T) {
 	assert.Equal(t, []string{"b"}, members, "the caller is listed at once")
 
 	require.NoError(t, p.Register(ctx, group, "c", 50*time.Millisecond))
-	hook.n.Store(0)
+	hook.single.Store(0)
+	hook.pipelines.Store(0)
 	members, err = core.Heartbeat(ctx, p, group, "a", time.Minute)
 	require.NoError(t, err)
-	assert.Equal(t, int64(1), hook.n.Load(), "one round trip")
+	assert.Equal(t, int64(1), hook.single.Load()+hook.pipelines.Load(), "one round trip")
 	assert.Subset(t, []string{"a", "b", "c"}, members)
 	assert.Contains(t, members, "a")
 	assert.IsNonDecreasing(t, members, "sorted")
