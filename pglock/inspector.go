@@ -22,8 +22,9 @@ var (
 // Each grant records its holder with its token in the same statement, so
 // the answer is the last grant's. While a grant's statement is still
 // running (a few microseconds after the server granted the lock) the
-// previous holder is reported. The read side of an RWMutex, and Providers
-// with WithFenceSequence (no row per lock), answer core.ErrUnsupported.
+// previous holder is reported. Only Providers with WithFenceTable offer
+// it: their Mutex and RWMutex lockers implement core.Inspector, the read
+// side never does.
 func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if l.mode == shared || l.p.sql.seq {
 		return core.Holder{}, false, l.p.errorf("holder", l.name, core.ErrUnsupported)

@@ -30,7 +30,9 @@ type rwLocker struct {
 	r *locker
 }
 
-func (l *rwLocker) RLocker() core.Locker { return l.r }
+// RLocker returns the read side. It has many holders, so it does not
+// implement core.Inspector.
+func (l *rwLocker) RLocker() core.Locker { return struct{ core.Locker }{l.r} }
 
 func (p *Provider) newLocker(name string, k Key, m lockMode) *locker {
 	return &locker{p: p, name: name, key: k, mode: m, fence: "k:" + k.String()}

@@ -11,8 +11,9 @@
 //
 // The mutex cases run four times: against Mutex, against the write side of
 // RWMutex, against a Semaphore of 1, and against a Semaphore of 5 with 4
-// slots already taken. Reader-writer and semaphore cases follow, then fencing,
-// lost handles and abandonment by a dying process (the test binary re-runs
+// slots already taken. Reader-writer and semaphore cases follow, then the
+// holder a core.Inspector reports (for Lockers that implement it), lost
+// handles and abandonment by a dying process (the test binary re-runs
 // itself as the child, as the os/exec tests do).
 //
 // A backend that does not offer a primitive returns core.ErrUnsupported from
