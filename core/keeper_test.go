@@ -91,6 +91,9 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 	}
 }
 
+// TestKeeperLostVerdict: a renewal that finds the lease gone ends the
+// context with ErrLockLost, which also wakes a LeaseChanged watcher, without
+// setting the state's Err.
 func TestKeeperLostVerdict(t *testing.T) {
 	k := newKeeper(t, core.KeeperConfig{
 		TTL:      time.Minute,
@@ -99,9 +102,18 @@ func TestKeeperLostVerdict(t *testing.T) {
 	})
 	h := core.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
+	changed := h.LeaseChanged()
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("LeaseChanged not closed when the lease was lost")
+	}
 	<-h.Context().Done()
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))
+	}
+	if s, _ := h.Lease(); s.Err != nil || s.Renewals != 0 {
+		t.Fatalf("state after the loss = %+v; the context reports a loss, not Err", s)
 	}
 }
 
@@ -331,24 +343,3 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 	}
 }
 
-// TestKeeperLostClosesLeaseChanged: a renewal that finds the lease gone
-// ends the context, which wakes a LeaseChanged watcher, without setting Err.
-func TestKeeperLostClosesLeaseChanged(t *testing.T) {
-	k := newKeeper(t, core.KeeperConfig{
-		TTL:      time.Minute,
-		Interval: 10 * time.Millisecond,
-		Renew:    renewAllLost,
-	})
-	h := core.NewHandle(1, noopRelease)
-	k.Keep(h, time.Now(), nil)
-	changed := h.LeaseChanged()
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("LeaseChanged not closed when the lease was lost")
-	}
-	<-h.Context().Done()
-	if s, _ := h.Lease(); s.Err != nil || s.Renewals != 0 {
-		t.Fatalf("state after the loss = %+v; the context reports a loss, not Err", s)
-	}
-}
