@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -119,6 +120,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 		slow     []error // no answer within the budget
 		retryIn  time.Duration
 		answered int
+		known    = make([]bool, n) // the server's reply has arrived
 	)
 	failed := func() int { return refused + len(hard) + len(slow) }
 	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum && ctx.Err() == nil {
@@ -129,6 +131,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 			continue
 		}
 		answered++
+		known[r.i] = true
 		switch {
 		case r.err != nil && actx.Err() != nil && ctx.Err() == nil:
 			slow = append(slow, r.err)
@@ -147,21 +150,24 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	if len(granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
 		token, err := p.fence(actx, l.lock, granted)
 		if err == nil {
-			h := p.newHandle(g, token, start)
 			late := n - answered
 			if late == 0 {
 				cancel()
-				return h, 0, nil
+				return p.newHandle(g, token, start, nil), 0, nil
 			}
+			st := &stragglers{known: known}
+			h := p.newHandle(g, token, start, st)
 			p.bg.Add(1)
 			go func() {
 				// A late grant is extended and released with the others,
-				// unless the handle was released before it landed.
+				// unless the release started before it landed: the
+				// release may have passed it on its server, so it is
+				// released again there.
 				defer p.bg.Done()
 				defer cancel()
 				for range late {
 					r := <-replies
-					if (r.err != nil || r.v.Acquired) && h.Released() {
+					if st.arrived(r.i) && (r.err != nil || r.v.Acquired) {
 						rctx, rcancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
 						_, _ = p.servers[r.i].client.Release(rctx, g)
 						rcancel()
@@ -288,4 +294,34 @@ func (p *Provider) subscribe(key string) (<-chan struct{}, func()) {
 			stop()
 		}
 	}
+}
+
+// stragglers tracks, for a grant decided before every server answered,
+// which servers' acquire replies have arrived, against the start of its
+// release. A release sent after a server's reply arrived ran after the
+// grant there; one sent before may have run first and found nothing, and
+// the grant landing after it is released again when its reply comes.
+type stragglers struct {
+	mu        sync.Mutex
+	known     []bool
+	releasing bool
+}
+
+// arrived records server i's late reply and reports whether the release
+// had started by then.
+func (s *stragglers) arrived(i int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.known[i] = true
+	return s.releasing
+}
+
+// release marks the release as started and returns which servers had
+// answered by then: only there does a release that found nothing prove the
+// server free.
+func (s *stragglers) release() []bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releasing = true
+	return slices.Clone(s.known)
 }

@@ -240,8 +240,10 @@ func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 
 // releaseAll gives g up on every server and returns once a majority
 // confirmed (or every server answered); the others finish in the
-// background.
-func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant) error {
+// background. A server confirms when the release deleted the grant, or
+// found nothing there after the server had answered the acquire (known,
+// nil when all had): a release that overtook a late acquire proves nothing.
+func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant, known []bool) error {
 	// One deadline for every server's call; the stragglers keep it after
 	// this returns, and the last of them to finish cancels it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -258,17 +260,25 @@ func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant) error {
 		return s.client.Release(ctx, g)
 	})
 	var errs []error
-	confirmed := 0
+	confirmed, overtook := 0, 0
 	for range p.servers {
 		r := <-replies
-		if r.err != nil {
+		switch {
+		case r.err != nil:
 			errs = append(errs, r.err)
-		} else {
+		case r.v || known == nil || known[r.i]:
 			confirmed++
+		default:
+			overtook++
 		}
 		if confirmed >= p.quorum {
 			return nil
 		}
+	}
+	if confirmed+overtook >= p.quorum {
+		// Every server answered; the acquires the releases overtook are
+		// released again as they land.
+		return nil
 	}
 	return p.wrap("release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
 		confirmed, len(p.servers), p.quorum, errors.Join(errs...)))
@@ -280,10 +290,16 @@ type handle struct {
 	grant redislock.Grant
 }
 
-func (p *Provider) newHandle(g redislock.Grant, token uint64, start time.Time) *handle {
+// newHandle makes the handle of a grant; st is nil when every server had
+// answered the acquire.
+func (p *Provider) newHandle(g redislock.Grant, token uint64, start time.Time, st *stragglers) *handle {
 	h := &handle{grant: g}
 	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
-		return p.releaseAll(ctx, g)
+		var known []bool // nil: every server answered
+		if st != nil {
+			known = st.release()
+		}
+		return p.releaseAll(ctx, g, known)
 	})
 	p.keeper.Keep(h.BaseHandle, start, g)
 	return h

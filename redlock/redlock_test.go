@@ -37,13 +37,24 @@ func uniqueName(t testing.TB) string {
 	return fmt.Sprintf("%s/%08x", t.Name(), rand.Uint32())
 }
 
-// breakGrant deletes the lock's keys on a majority of the servers.
+// breakGrant deletes the lock's keys on a majority of the servers. It first
+// waits for the grant to reach every server: an acquire returns once a
+// majority granted, and a late grant landing after the delete would make
+// the majority whole again.
 func breakGrant(clients []redis.UniversalClient) func(t testing.TB, h core.Handle) {
 	return func(t testing.TB, h core.Handle) {
 		g := redlock.GrantOf(h)
 		c, err := redislock.NewClient(clients[0], redlock.DefaultPrefix)
 		require.NoError(t, err)
 		key := c.Key(g.Lock)
+		require.Eventually(t, func() bool {
+			for _, rdb := range clients {
+				if rdb.Exists(context.Background(), key).Val() != 1 {
+					return false
+				}
+			}
+			return true
+		}, 5*time.Second, time.Millisecond, "the grant did not reach every server")
 		for _, rdb := range clients[:len(clients)/2+1] {
 			require.NoError(t, rdb.Del(context.Background(), key).Err())
 		}
