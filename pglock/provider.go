@@ -231,7 +231,7 @@ func (p *Provider) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// ensureFence creates the fence table once per Provider. Concurrent
+// ensureFence creates the fence sequence or table once per Provider. Concurrent
 // creators in other processes may race: a duplicate error means it exists.
 func (p *Provider) ensureFence(ctx context.Context) error {
 	p.fenceMu.Lock()
