@@ -107,11 +107,17 @@ type probe struct {
 // it is preferred for is tried every tick: its holder releases it at some
 // tick, and each tick of delay leaves it unpolled that much longer. A target
 // it only backs up is tried once its preferred instance has had backupGrace
-// ticks to take it, then, while held by someone, every maxBackupBackoff to
-// 2×maxBackupBackoff ticks.
+// ticks to take it, then, while held by someone, only as a safety net (its
+// holder may release it to a preferred instance that never takes it): every
+// recheckTicks to 2×recheckTicks ticks, recheckTicks being the larger of
+// maxBackupBackoff and recheckPerBackup × the targets the instance backs up,
+// so that these checks cost an instance at most about one round trip per
+// recheckPerBackup ticks however large the fleet. A change of the live
+// members starts every target's pacing afresh, since a holder may be gone.
 const (
 	backupGrace      = 2
 	maxBackupBackoff = 128
+	recheckPerBackup = 32
 	// handbackWindow: a target this instance released to rebalance and
 	// takes back, as its backup, within this many ticks was not taken by
 	// the instance it was handed to, which therefore is not polling it;
@@ -563,6 +569,9 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	c.mu.Lock()
 	c.tick++
 	tick := c.tick
+	if !slices.Equal(members, c.members) {
+		clear(c.probes)
+	}
 	c.targets, c.members, c.assign = targets, members, assign
 
 	var removed, rebalance []*lease
@@ -581,7 +590,12 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		rebalance = movable[:min(len(movable), max(1, len(c.owned)/10))]
 	}
 	var acquire []string
+	backups := 0
 	for t, pref := range assign {
+		isBackup := pref != c.id && backup(t, pref, members) == c.id
+		if isBackup {
+			backups++
+		}
 		if c.owned[t] != nil {
 			delete(c.probes, t)
 			continue
@@ -595,7 +609,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		case tick < p.next:
 		case pref == c.id:
 			acquire = append(acquire, t)
-		case tick >= p.since+backupGrace && backup(t, pref, members) == c.id:
+		case tick >= p.since+backupGrace && isBackup:
 			// The preferred owner has had a tick or two to take it;
 			// make sure it is not left unpolled.
 			acquire = append(acquire, t)
@@ -626,7 +640,8 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 
 	c.releaseAll(ctx, removed, ReasonRemoved)
 	c.releaseAll(ctx, rebalance, ReasonRebalance)
-	c.acquireAll(ctx, tick, time.Now().Add(c.cfg.ReconcileInterval), acquire)
+	recheck := uint64(max(maxBackupBackoff, recheckPerBackup*backups))
+	c.acquireAll(ctx, tick, recheck, time.Now().Add(c.cfg.ReconcileInterval), acquire)
 }
 
 func (c *Coordinator) canAcquire() bool {
@@ -636,8 +651,10 @@ func (c *Coordinator) canAcquire() bool {
 }
 
 // acquireAll tries the targets' leases, MaxParallel at a time, starting no
-// attempt after until; the targets left are tried on the next tick.
-func (c *Coordinator) acquireAll(ctx context.Context, tick uint64, until time.Time, targets []string) {
+// attempt after until; the targets left are tried on the next tick. A
+// target it backs up and finds held is tried again in recheck to
+// 2×recheck ticks.
+func (c *Coordinator) acquireAll(ctx context.Context, tick, recheck uint64, until time.Time, targets []string) {
 	slices.Sort(targets)
 	sem := make(chan struct{}, max(1, c.cfg.MaxParallel))
 	var wg sync.WaitGroup
@@ -676,9 +693,9 @@ func (c *Coordinator) acquireAll(ctx context.Context, tick uint64, until time.Ti
 			if p.preferred != c.id {
 				// Held by someone, so polled: look again only rarely, in
 				// case its holder lets it go while the preferred owner
-				// does not take it. A change of the preferred owner
-				// resets this.
-				p.next = tick + maxBackupBackoff + rand.Uint64N(maxBackupBackoff)
+				// does not take it. A change of the preferred owner or
+				// of the members resets this.
+				p.next = tick + recheck + rand.Uint64N(recheck)
 			}
 			if !errors.Is(err, core.ErrNotAcquired) {
 				c.log.Warn("Lease acquire failed", slog.String("target", t), slog.Any("error", err))

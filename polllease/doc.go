@@ -54,11 +54,12 @@
 // (core.Keeper); on Postgres a lease lives as long as its connection, which
 // one keepalive per connection checks, however many leases it holds. The
 // heartbeat and the member listing of a tick are one round trip on backends
-// that implement core.Heartbeater (redislock, pglock), two on the others. So with the defaults an
-// instance's steady-state cost on Redis is 2 round trips per 10 s whatever
-// the number of targets, one renewal and one heartbeat with listing, plus
-// a backup's occasional check of each target it backs up (one TryAcquire
-// every 128–256 ticks per target). The Coordinator never renews a lease
+// that implement core.Heartbeater (redislock, pglock), two on the others.
+// So with the defaults an instance's steady-state cost on Redis is 2 round
+// trips per 10 s whatever the number of targets, one renewal and one
+// heartbeat with listing, plus a backup's rare check of the targets it
+// backs up (paced to about one TryAcquire per 48 ticks per instance, 0.02
+// per tick at 10 × 1,000). The Coordinator never renews a lease
 // itself; it watches each handle's context and, on backends whose handles
 // report their lease (core.LeaseReporter), each renewal's outcome.
 //
