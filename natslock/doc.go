@@ -21,8 +21,9 @@
 // every TTL/3 expecting the revision it wrote last (the KV Update), batching
 // all due renewals into one pipelined round trip; Release writes a delete
 // marker expecting that revision (Delete with LastRevision), so it can never
-// delete a later holder's entry. A holder that dies stops renewing, and the
-// server drops its key one TTL after the last renewal.
+// delete a later holder's entry, or hands the key to a local waiter (see
+// Local handoff). A holder that dies stops renewing, and the server drops
+// its key one TTL after the last renewal.
 //
 // The fencing token is the KV revision of the grant, the stream sequence of
 // the bucket: strictly increasing across every key, hence per name, for as
@@ -49,6 +50,33 @@
 // first contends on the server. Because nats-server 2.9 removes an expired
 // key without a marker, a bounded randomized retry (core.DefaultBackoff,
 // capped by the holder's remaining TTL) backs the watcher up.
+//
+// # Local handoff
+//
+// A mutex or semaphore slot released while an Acquire of the same Provider
+// waits for it is not deleted but handed to that waiter. Its token is a
+// revision of the key that this Provider wrote after the holder's grant,
+// while the key held its entry: as soon as a waiter lines up behind a
+// local holder, the holder's entry is rewritten in the background (a
+// renewal, in effect), so the release usually hands on without a round
+// trip, where a delete and a new acquire cost two. Tokens stay KV
+// revisions, strictly increasing, and the new lease starts when that write
+// started. A handed-on grant rewrites the key at once with its own token,
+// for Holder. Waiters in other processes only wake on deletes, so a run of
+// local handoffs is bounded (WithLocalHandoff, default 4 in a row, and 20
+// ms); the release that ends it deletes the key, and this Provider's
+// waiters then hear the delete from the watcher like everyone else's.
+//
+// One difference from a fresh acquire: a handed-on grant rests on the last
+// write rather than on a write made for it. A key deleted by hand after
+// that write is caught by the Provider's watcher, which relays the delete
+// marker, and the release then deletes instead of handing on; but a delete
+// made within the watcher's delivery delay before the release (a fraction
+// of a millisecond) goes unseen, and the new holder, like the old one,
+// only learns of it at its next renewal. Its token is then smaller than
+// that of whoever took the key meanwhile, so a resource that checks tokens
+// refuses it. WithLocalHandoff(0) turns handoffs off for callers that
+// would rather pay the round trips.
 //
 // # Keys
 //

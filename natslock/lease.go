@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,7 +23,10 @@ const cleanupTimeout = 5 * time.Second
 // guess is wrong reads the key's latest entry and, if it is free, writes
 // again expecting that entry. So a free key costs one round trip when the
 // guess is right and three when it is not; a held key costs two.
-func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string, waiting bool) (core.Handle, time.Duration, error) {
+//
+// handoff marks the lease's releases as free to hand the key to a waiter of
+// this Provider (handoff.go): a mutex's key, a semaphore's slot.
+func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string, waiting, handoff bool) (core.Handle, time.Duration, error) {
 	if p.isClosed.Load() {
 		return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: ErrClosed}
 	}
@@ -72,11 +76,22 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 		}
 		return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
 	}
-	l := &lease{p: p, name: name, key: key, watchKey: watchKey, value: v, rev: rev}
-	l.value.Token = rev
-	h := &handle{BaseHandle: core.NewHandle(rev, l.release), key: key, lease: l}
+	v.Token = rev
+	e := &entry{owner: v.Owner, rev: rev, revAt: start}
+	l := &lease{p: p, name: name, key: key, watchKey: watchKey, e: e, value: v, handoff: handoff, runStart: start}
+	return p.grant(l, start), 0, nil
+}
+
+// grant makes the handle of lease l, whose key the backend held for it at
+// start, and has the keeper renew it.
+func (p *Provider) grant(l *lease, start time.Time) *handle {
+	h := &handle{BaseHandle: core.NewHandle(l.value.Token, l.release), key: l.key, lease: l}
+	l.base = h.BaseHandle
+	if l.handoff && l.key == l.watchKey {
+		p.handoff.setHolder(l)
+	}
 	p.keeper.Keep(h.BaseHandle, start, l)
-	return h, 0, nil
+	return h
 }
 
 // handle is the Handle natslock returns; key is the KV key it holds.
@@ -114,49 +129,160 @@ func (p *Provider) cleanup(ctx context.Context, key, owner string) {
 	}
 }
 
-// lease is one held key. Neither renewal nor release holds mu across a
-// round trip: when they cross, the loser sees "wrong last sequence" and
-// re-reads the key, and an entry that carries our owner is still ours.
+// lease is one grant of a key: its token and the value its renewals write.
+// The key's state on the server is its entry, which a run of local
+// handoffs (handoff.go) passes from grant to grant.
 type lease struct {
 	p        *Provider
 	name     string
 	key      string
 	watchKey string // what this Provider's waiters for key subscribe to
-	value    value  // what renewals write
+	e        *entry
+	value    value // what renewals write; value.Token is the grant's token
+	base     *core.BaseHandle
 	// onRelease, when set before the handle is returned, runs after a
 	// successful release.
 	onRelease func()
+	// handoff: a release may hand the key to a local waiter. run counts the
+	// local handoffs that led to this grant since the key was last taken
+	// by a plain acquire, which began at runStart (handoff.go bounds both).
+	handoff  bool
+	run      int
+	runStart time.Time
 
-	mu   sync.Mutex
-	rev  uint64 // latest revision we know we wrote
-	done bool   // released: renewals stop
+	done bool // under e.mu; released: renewals stop
 }
+
+// entry is our entry in a key: written by an acquire, with a random owner
+// value, and rewritten by renewals and by the writes of handoff.go. Our
+// writes to it go one at a time, each expecting the revision the previous
+// one made, so they never fail on each other; a release waits for the one
+// in flight. Release does not hold mu across a round trip: when it crosses
+// a write it could not wait for, the loser sees "wrong last sequence" and
+// re-reads the key, and an entry that carries our owner is still ours.
+type entry struct {
+	owner string
+
+	mu      sync.Mutex
+	rev     uint64        // latest revision we know we wrote
+	revAt   time.Time     // no later than the start of the write that made rev
+	writing chan struct{} // closed when our write in flight ends; nil when none
+	// spare holds revisions we wrote after the current grant's token and
+	// that are no one's token yet, oldest first (handoff.go).
+	spare []uint64
+}
+
+// maxSpare bounds entry.spare; the oldest go first.
+const maxSpare = 2
 
 func (l *lease) current() (rev uint64, done bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.rev, l.done
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	return l.e.rev, l.done
 }
 
-// advance records a revision we wrote, unless a later one is known.
-func (l *lease) advance(rev uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.rev = max(l.rev, rev)
+// advance records a revision we wrote, by a write that started at or after
+// at (zero: unknown, then the previous revision's time stays, which is
+// earlier), unless a later revision is known. A write at a known time also
+// leaves a spare revision for a local handoff.
+func (e *entry) advance(rev uint64, at time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rev <= e.rev {
+		return
+	}
+	e.rev = rev
+	if at.IsZero() {
+		return
+	}
+	e.revAt = at
+	e.spare = append(e.spare, rev)
+	if len(e.spare) > maxSpare {
+		e.spare = slices.Delete(e.spare, 0, len(e.spare)-maxSpare)
+	}
 }
 
-// release deletes the key if it still holds our entry. A key that holds
-// someone else's entry (or nothing) is left alone and the release succeeds:
-// there is nothing of ours to free. One round trip; three when it crossed a
-// renewal.
+// beginWrite waits, within ctx, for our write in flight to end, then marks
+// a new one in flight and returns the revision it must expect and the func
+// that ends it. ok is false once l is released (or ctx ended).
+func (l *lease) beginWrite(ctx context.Context) (rev uint64, end func(), ok bool) {
+	e := l.e
+	for {
+		e.mu.Lock()
+		if l.done {
+			e.mu.Unlock()
+			return 0, nil, false
+		}
+		if w := e.writing; w != nil {
+			e.mu.Unlock()
+			select {
+			case <-w:
+				continue
+			case <-ctx.Done():
+				return 0, nil, false
+			}
+		}
+		rev, end = e.rev, e.startWrite()
+		e.mu.Unlock()
+		return rev, end, true
+	}
+}
+
+// startWrite marks a write in flight and returns the func that ends it;
+// e.mu is held.
+func (e *entry) startWrite() (end func()) {
+	ch := make(chan struct{})
+	e.writing = ch
+	return func() {
+		e.mu.Lock()
+		e.writing = nil
+		e.mu.Unlock()
+		close(ch)
+	}
+}
+
+// settle waits, within ctx, for our write in flight, so that what follows
+// does not race it, and returns the latest revision we wrote.
+func (e *entry) settle(ctx context.Context) uint64 {
+	for {
+		e.mu.Lock()
+		w, rev := e.writing, e.rev
+		e.mu.Unlock()
+		if w == nil {
+			return rev
+		}
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return rev
+		}
+	}
+}
+
+// release hands the key to a waiter of this Provider when it may
+// (handoff.go), else deletes the key if it still holds our entry. A key that
+// holds someone else's entry (or nothing) is left alone and the release
+// succeeds: there is nothing of ours to free. One round trip, none for most
+// handoffs; three when it crossed a renewal.
 func (l *lease) release(ctx context.Context) error {
-	l.mu.Lock()
-	l.done = true
-	rev := l.rev
-	l.mu.Unlock()
-
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.timeout)
 	defer cancel()
+	// Forget l as the local holder first: a local waiter woken by the
+	// release must not find it and skip its attempt.
+	l.p.handoff.dropHolder(l)
+	l.e.mu.Lock()
+	l.done = true
+	l.e.mu.Unlock()
+	if w := l.handoffTarget(); w != nil {
+		if handed, err := l.handOff(ctx, w); handed {
+			l.released()
+			if err != nil {
+				return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
+			}
+			return nil
+		}
+	}
+	rev := l.e.settle(ctx)
 	seq, err := l.p.del(ctx, l.key, rev)
 	if isWrongSeq(err) {
 		rev, err = l.ours(ctx)
@@ -176,9 +302,14 @@ func (l *lease) release(ctx context.Context) error {
 		return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
 	}
 	l.p.hints.set(l.key, seq)
-	// Wake this Provider's own waiters now rather than when the watcher
-	// relays the marker.
-	l.p.notify.Notify(l.watchKey)
+	if !(l.handoff && l.runEnded() && l.p.watchLive(l.watchKey)) {
+		// Wake this Provider's own waiters now rather than when the
+		// watcher relays the marker. Not at the end of a run of local
+		// handoffs: there our waiters hear the marker from the watcher,
+		// as waiters in other processes do, so that they all race for
+		// the key on equal terms (handoff.go).
+		l.p.notify.Notify(l.watchKey)
+	}
 	l.released()
 	return nil
 }
@@ -190,13 +321,13 @@ func (l *lease) released() {
 }
 
 // ours returns the key's latest revision if it is an entry we wrote (a
-// renewal whose acknowledgement was lost or crossed), else 0.
+// write whose acknowledgement was lost or crossed), else 0.
 func (l *lease) ours(ctx context.Context) (uint64, error) {
 	msg, err := l.p.last(ctx, l.key)
 	if err != nil || msg == nil || isMarker(msg) {
 		return 0, err
 	}
-	if v, err := decodeValue(msg.Data); err == nil && v.Owner == l.value.Owner {
+	if v, err := decodeValue(msg.Data); err == nil && v.Owner == l.e.owner {
 		return msg.Sequence, nil
 	}
 	return 0, nil
@@ -213,13 +344,28 @@ func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 		}
 		return errs
 	}
+	start := time.Now()
 	futs := make([]jetstream.PubAckFuture, len(batch))
+	ends := make([]func(), len(batch))
+	defer func() {
+		for _, end := range ends {
+			if end != nil {
+				end()
+			}
+		}
+	}()
 	for i, kl := range batch {
 		l := kl.Data.(*lease)
-		rev, done := l.current()
-		if done {
-			continue
+		// One write of ours at a time per key: a renewal that crossed a
+		// handoff's background write would fail and read as uncertain.
+		rev, end, ok := l.beginWrite(ctx)
+		if !ok {
+			if ctx.Err() != nil {
+				errs[i] = ctx.Err()
+			}
+			continue // released
 		}
+		ends[i] = end
 		m := &nats.Msg{Subject: p.prefix + l.key, Data: l.value.encode(), Header: nats.Header{}}
 		futs[i], errs[i] = p.js.PublishMsgAsync(m, jetstream.WithExpectLastSequencePerSubject(rev))
 	}
@@ -230,12 +376,14 @@ func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 		l := batch[i].Data.(*lease)
 		select {
 		case ack := <-f.Ok():
-			l.advance(ack.Sequence)
+			l.e.advance(ack.Sequence, start)
 		case err := <-f.Err():
 			errs[i] = l.renewFailed(ctx, err)
 		case <-ctx.Done():
 			errs[i] = ctx.Err()
 		}
+		ends[i]()
+		ends[i] = nil
 	}
 	return errs
 }
@@ -252,7 +400,7 @@ func (l *lease) renewFailed(ctx context.Context, err error) error {
 		return gerr
 	case rev != 0:
 		// An earlier renewal landed although we never saw its ack.
-		l.advance(rev)
+		l.e.advance(rev, time.Time{})
 		return errors.New("natslock: renewal revision moved; retrying")
 	}
 	if _, done := l.current(); done {

@@ -19,7 +19,9 @@ import (
 // context ends with core.ErrLockLost when a renewal finds the key deleted,
 // expired or taken, or when the trust window closes without a renewal (a
 // dead server, a partition). Release is one round trip and never deletes
-// another holder's entry. The Locker implements core.Inspector.
+// another holder's entry; when an Acquire of this Provider waits, it hands
+// the lock over instead, usually without a round trip (WithLocalHandoff).
+// The Locker implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := core.ValidateName(name); err != nil {
 		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
@@ -57,6 +59,11 @@ func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if err != nil {
 		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
 	}
+	if l := m.p.handoff.holder(m.key); l != nil && l.value.Owner == v.Owner {
+		// Ours: the local holder knows its token even before the write
+		// that follows a handoff without a round trip has landed.
+		return core.Holder{ID: v.ID, Token: l.value.Token}, true, nil
+	}
 	return core.Holder{ID: v.ID, Token: v.token(msg.Sequence)}, true, nil
 }
 
@@ -74,14 +81,14 @@ func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 // holder's key is deleted (through a KV watcher) and otherwise retries with
 // a bounded randomized backoff capped by the holder's remaining TTL.
 func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
-	return m.p.wait(ctx, m.name, m.key, m.attempt(true))
+	return m.p.waitLocal(ctx, m.name, m.key, m.attempt(true))
 }
 
 // attempt makes one try; waiting tries may trust the watcher more (see
 // acquireKey).
 func (m *mutex) attempt(waiting bool) core.Attempt {
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
-		return m.p.acquireKey(ctx, m.name, m.key, m.key, waiting)
+		return m.p.acquireKey(ctx, m.name, m.key, m.key, waiting, true)
 	}
 }
 
@@ -90,7 +97,8 @@ func (m *mutex) attempt(waiting bool) core.Attempt {
 // attempt, then, if the lock is busy, a core.Wait woken by the watcher of
 // watchKey. When this Provider watches the key already (a hot lock), it
 // subscribes before the first attempt instead, which saves the attempt that
-// core.Wait would repeat.
+// core.Wait would repeat. A primitive that takes local handoffs waits
+// through waitLocal instead.
 func (p *Provider) wait(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
@@ -100,6 +108,11 @@ func (p *Provider) wait(ctx context.Context, name, watchKey string, try core.Att
 		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
 	}
 	defer leave()
+	return p.waitGated(ctx, name, watchKey, try)
+}
+
+// waitGated is the wait of the caller that is first in line.
+func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
 	if !p.watching(watchKey) {
 		h, _, err := try(ctx)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {

@@ -41,6 +41,8 @@ type config struct {
 	identity      string
 	backoff       core.Backoff
 	timeout       time.Duration
+	handoffs      int
+	handoffSpan   time.Duration // tests lengthen it
 }
 
 // WithBucket names the KV bucket that holds the locks. Default "distlock".
@@ -76,6 +78,19 @@ func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b
 // of a wait as long as the caller's context. Default 5 s.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
+// WithLocalHandoff sets the longest run of consecutive local handoffs of a
+// mutex or a semaphore slot. When a holder releases while an Acquire of the
+// same Provider waits, the release passes the key to the waiter instead of
+// deleting it for the waiter to take again: usually with no round trip at
+// all (the grant is a revision this Provider wrote in the background during
+// the hold), at worst one, where a delete and a new acquire cost two.
+// Waiters in other processes only wake on deletes, so after n handoffs in a
+// row, or 20 ms of them, the next release deletes the key and every waiter,
+// this Provider's included, races for it on equal terms. 0 turns handoffs
+// off, for the strictest fairness between processes and so that every grant
+// rests on a write made for it (see the package doc). Default 4.
+func WithLocalHandoff(n int) Option { return func(c *config) { c.handoffs = n } }
+
 // Provider makes locks in one JetStream KV bucket. It is safe for concurrent
 // use. Close stops its lease keeper and watchers.
 type Provider struct {
@@ -85,11 +100,12 @@ type Provider struct {
 	stream jetstream.Stream
 	prefix string // subject prefix of the bucket's keys, "$KV.<bucket>."
 
-	keeper *core.Keeper
-	notify core.Notifier
-	hints  hints
-	spare  spareKeys
-	gates  core.Gates
+	keeper  *core.Keeper
+	notify  core.Notifier
+	hints   hints
+	spare   spareKeys
+	gates   core.Gates
+	handoff handoffs
 
 	wmu      sync.Mutex
 	watches  map[string]*watch
@@ -123,6 +139,8 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		identity:     core.DefaultIdentity(),
 		backoff:      core.DefaultBackoff,
 		timeout:      defaultTimeout,
+		handoffs:     defaultHandoffs,
+		handoffSpan:  defaultHandoffSpan,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -147,6 +165,8 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		return nil, core.Invalid("natslock: empty identity")
 	case cfg.timeout <= 0:
 		return nil, core.Invalid("natslock: timeout %v is not positive", cfg.timeout)
+	case cfg.handoffs < 0:
+		return nil, core.Invalid("natslock: local handoff run %d is negative", cfg.handoffs)
 	}
 
 	ctx := context.Background() // the client bounds each request by its default timeout

@@ -97,7 +97,7 @@ func (rw *rwMutex) writeAttempt(waiting bool, pending **handle) core.Attempt {
 			rw.drop(ctx, pending) // the writer key slipped away while we waited
 		}
 		if *pending == nil {
-			h, retryIn, err := rw.p.acquireKey(ctx, rw.name, rw.wKey, rw.watchKey, waiting)
+			h, retryIn, err := rw.p.acquireKey(ctx, rw.name, rw.wKey, rw.watchKey, waiting, false)
 			if err != nil {
 				return nil, retryIn, err
 			}
@@ -152,7 +152,7 @@ func (r *rLocker) attempt(waiting bool) core.Attempt {
 		if !ok {
 			key = r.rPrefix + "." + newOwner()
 		}
-		h, _, err := r.p.acquireKey(ctx, r.name, key, r.watchKey, false)
+		h, _, err := r.p.acquireKey(ctx, r.name, key, r.watchKey, false, false)
 		if err != nil {
 			if !errors.Is(err, core.ErrNotAcquired) {
 				r.p.spare.put(r.rPrefix, key)

@@ -21,9 +21,11 @@ const maxSlots = 1024
 // its slot: at most max holders, by construction. An attempt tries the slots
 // from a random one onwards until one is granted, so a full semaphore costs
 // about two round trips per slot (O(max)); a free slot usually one. Waiters
-// watch all slots with one watcher and wake on any slot's release. Fencing
-// tokens are KV revisions, strictly increasing across all slots of the name.
-// Every user of the name must pass the same max.
+// watch all slots with one watcher and wake on any slot's release; a slot
+// released while an Acquire of the same Provider waits is handed to it
+// directly, as a Mutex is (WithLocalHandoff). Fencing tokens are KV
+// revisions, strictly increasing across all slots of the name. Every user
+// of the name must pass the same max.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if err := core.ValidateName(name); err != nil {
 		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
@@ -63,7 +65,7 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 
 // Acquire waits for a free slot or until ctx is done.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
-	return s.p.wait(ctx, s.name, s.watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	return s.p.waitLocal(ctx, s.name, s.watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return s.try(ctx, true)
 	})
 }
@@ -74,7 +76,7 @@ func (s *semaphore) try(ctx context.Context, waiting bool) (core.Handle, time.Du
 	var soonest time.Duration
 	for j := range n {
 		i := (first + j) % n
-		h, retryIn, err := s.p.acquireKey(ctx, s.name, s.keys[i], s.watchKey, waiting)
+		h, retryIn, err := s.p.acquireKey(ctx, s.name, s.keys[i], s.watchKey, waiting, true)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 			return h, 0, err
 		}

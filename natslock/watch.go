@@ -123,6 +123,15 @@ func (p *Provider) watching(key string) bool {
 	return ok
 }
 
+// watchLive reports whether this Provider's watcher on key is established,
+// so that it will relay the key's next delete marker.
+func (p *Provider) watchLive(key string) bool {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	w, ok := p.watches[key]
+	return ok && w.live.Load()
+}
+
 func (p *Provider) runWatch(w *watch) {
 	defer p.wg.Done()
 	defer w.cancel()
