@@ -43,7 +43,9 @@ type KeeperConfig struct {
 // a LeaseReporter: a success moves LeaseState.Renewed and Deadline on, a
 // failure with an unknown outcome sets LeaseState.Err until one succeeds.
 //
-// The goroutine runs only while leases are kept; Close stops it for good.
+// The goroutine runs while leases are kept and for keeperLinger after the
+// last one goes, so that a lock taken and released over and over does not
+// start a goroutine each time; Close stops it for good.
 type Keeper struct {
 	cfg KeeperConfig
 
@@ -196,18 +198,47 @@ func (k *Keeper) has(l *Lease) bool {
 	return ok
 }
 
+// keeperLinger is how long the renewal goroutine stays after the last
+// lease is released.
+const keeperLinger = 5 * time.Second
+
 func (k *Keeper) run() {
 	defer k.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	sleep := func(until time.Time) {
+		timer.Reset(time.Until(until))
+		select {
+		case <-timer.C:
+		case <-k.kick:
+			if !timer.Stop() {
+				<-timer.C
+			}
+		case <-k.ctx.Done():
+		}
+	}
+	var idle time.Time // when the last lease went, while none is kept
 	for {
 		k.mu.Lock()
+		now := time.Now()
+		if len(k.leases) == 0 && !k.closed {
+			if idle.IsZero() {
+				idle = now
+			}
+			if now.Sub(idle) < keeperLinger {
+				// Keep kicks us if a new lease falls due before then.
+				k.wake = idle.Add(keeperLinger)
+				k.mu.Unlock()
+				sleep(idle.Add(keeperLinger))
+				continue
+			}
+		}
 		if len(k.leases) == 0 || k.closed {
 			k.running = false
 			k.mu.Unlock()
 			return
 		}
-		now := time.Now()
+		idle = time.Time{}
 		var wake time.Time
 		var batch, expired []*Lease
 		var batchDeadline time.Time
@@ -252,15 +283,7 @@ func (k *Keeper) run() {
 		if len(expired) > 0 {
 			continue
 		}
-		timer.Reset(time.Until(wake))
-		select {
-		case <-timer.C:
-		case <-k.kick:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-k.ctx.Done():
-		}
+		sleep(wake)
 	}
 }
 

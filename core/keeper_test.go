@@ -342,4 +342,3 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 		t.Fatalf("Lease after Release = %+v, %v; want the last state", s, ok)
 	}
 }
-

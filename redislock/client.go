@@ -48,17 +48,40 @@ type Lock struct {
 	Name string
 	Max  int // semaphore size; ignored by the other kinds
 
-	safe string // core.SafeName(Name), when computed ahead
+	safe string    // core.SafeName(Name), when computed ahead
+	keys *lockKeys // its keys under one prefix, when computed ahead
 }
 
-// Resolved returns l with the escaped form of its name, which every key of
-// the lock contains, computed once: a Lock used for many calls should be
-// resolved ahead so that each call does not escape the name again.
-func (l Lock) Resolved() Lock {
+// lockKeys are a Lock's keys under one Client prefix, computed once by
+// Client.Prepare for a Lock that serves many calls.
+type lockKeys struct {
+	prefix, base string
+	key, wake    string
+	mutex        []string // mutexKeys; len == cap, so an append copies
+}
+
+// Prepare returns l with its keys under c's prefix computed once, for a
+// Lock that serves many calls: every call through a Client with the same
+// prefix then reuses them instead of building them again.
+func (c *Client) Prepare(l Lock) Lock {
 	if l.safe == "" {
 		l.safe = core.SafeName(l.Name)
 	}
+	l.keys = nil
+	k := &lockKeys{prefix: c.prefix, base: c.base(l)}
+	k.key, k.wake = c.Key(l), c.WakeKey(l)
+	k.mutex = slices.Clip(c.mutexKeys(l))
+	l.keys = k
 	return l
+}
+
+// prepared returns l's precomputed keys when they were computed for c's
+// prefix.
+func (c *Client) prepared(l Lock) *lockKeys {
+	if k := l.keys; k != nil && k.prefix == c.prefix {
+		return k
+	}
+	return nil
 }
 
 func (l Lock) validate() error {
@@ -121,9 +144,10 @@ func NewOwner() string {
 // grant of a name by more than a TTL, and a name nobody holds or waits for
 // has no keys at all.
 type Client struct {
-	rdb    redis.UniversalClient
-	prefix string
-	inbox  string
+	rdb     redis.UniversalClient
+	prefix  string
+	channel string // Channel()
+	inbox   string
 }
 
 // NewClient returns a Client on rdb whose keys start with prefix. It does no
@@ -132,8 +156,8 @@ func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
 	if isNil(rdb) {
 		return nil, core.Invalid("redislock: nil redis client")
 	}
-	c := &Client{rdb: rdb, prefix: prefix}
-	c.inbox = c.Channel()
+	c := &Client{rdb: rdb, prefix: prefix, channel: prefix + "wake"}
+	c.inbox = c.channel
 	return c, nil
 }
 
@@ -171,9 +195,12 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // Channel is the pub/sub channel on which releases of reader-writer locks
 // and semaphores are announced. The message is the WakeKey of the lock that
 // may have become free. Mutex handoffs go to the waiter's Inbox.
-func (c *Client) Channel() string { return c.prefix + "wake" }
+func (c *Client) Channel() string { return c.channel }
 
 func (c *Client) base(l Lock) string {
+	if k := c.prepared(l); k != nil {
+		return k.base
+	}
 	safe := l.safe
 	if safe == "" {
 		safe = core.SafeName(l.Name)
@@ -184,6 +211,9 @@ func (c *Client) base(l Lock) string {
 // WakeKey is what a release of l publishes on Channel: both sides of a
 // reader-writer lock share one.
 func (c *Client) WakeKey(l Lock) string {
+	if k := c.prepared(l); k != nil {
+		return k.wake
+	}
 	switch l.Kind {
 	case KindWrite, KindRead:
 		return c.base(l) + "rw"
@@ -215,6 +245,9 @@ func ParseHandoff(msg string) (key string, token uint64) {
 
 // Key returns the key that holds l's grants.
 func (c *Client) Key(l Lock) string {
+	if k := c.prepared(l); k != nil {
+		return k.key
+	}
 	b := c.base(l)
 	switch l.Kind {
 	case KindWrite:
@@ -233,6 +266,9 @@ func (c *Client) fenceKey(l Lock) string { return c.base(l) + "fence" }
 // queue's arrivals, entry expiries and TTLs. A mutex keeps its token in its
 // lock key and needs no fence key.
 func (c *Client) mutexKeys(l Lock) []string {
+	if k := c.prepared(l); k != nil {
+		return k.mutex
+	}
 	b := c.base(l)
 	return []string{b + "mutex", b + "mutex:q", b + "mutex:qx", b + "mutex:qt"}
 }

@@ -25,7 +25,7 @@ func (p *Provider) locker(lock Lock) core.Locker {
 	if err := lock.validate(); err != nil {
 		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
-	l := &locker{p: p, lock: lock.Resolved()}
+	l := &locker{p: p, lock: p.client.Prepare(lock)}
 	if lock.Kind == KindMutex {
 		return l
 	}

@@ -106,10 +106,9 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := w.validate(); err != nil {
 		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
-	w.safe = core.SafeName(name)
 	return &rwLocker{
-		locker: &locker{p: p, lock: w},
-		read:   struct{ core.Locker }{&locker{p: p, lock: Lock{Kind: KindRead, Name: name, safe: w.safe}}},
+		locker: &locker{p: p, lock: p.client.Prepare(w)},
+		read:   struct{ core.Locker }{&locker{p: p, lock: p.client.Prepare(Lock{Kind: KindRead, Name: name})}},
 	}
 }
 

@@ -32,7 +32,7 @@ func (p *Provider) locker(lock redislock.Lock) core.Locker {
 	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
 		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, core.Invalid("semaphore max %d < 1", lock.Max)))
 	}
-	return &locker{p: p, lock: lock.Resolved()}
+	return &locker{p: p, lock: p.prepare(lock)}
 }
 
 func (l *locker) Name() string { return l.lock.Name }

@@ -122,8 +122,8 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
-		locker: &locker{p: p, lock: redislock.Lock{Kind: redislock.KindWrite, Name: name}.Resolved()},
-		read:   &locker{p: p, lock: redislock.Lock{Kind: redislock.KindRead, Name: name}.Resolved()},
+		locker: &locker{p: p, lock: p.prepare(redislock.Lock{Kind: redislock.KindWrite, Name: name})},
+		read:   &locker{p: p, lock: p.prepare(redislock.Lock{Kind: redislock.KindRead, Name: name})},
 	}
 }
 
@@ -148,6 +148,12 @@ func (p *Provider) wrap(op, name string, err error) error {
 		return err
 	}
 	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+}
+
+// prepare computes lock's keys once: every server's Client has the same
+// prefix, so they all reuse them.
+func (p *Provider) prepare(lock redislock.Lock) redislock.Lock {
+	return p.servers[0].client.Prepare(lock)
 }
 
 // background runs f on a goroutine the Provider waits for in Close.
