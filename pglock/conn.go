@@ -43,7 +43,17 @@ type grant struct {
 	// notify: the release also sends wake on releaseChannel, for waiters in
 	// other processes (semaphores, whose waiters cannot queue on the server).
 	notify bool
+	name   string // for errors
 	h      *core.BaseHandle
+
+	// Local handoff (handoff.go). handoff: the grant may be handed on; run:
+	// how many handoffs in a row led to it, since runStart. spare and
+	// drawing are guarded by p.mu.
+	handoff  bool
+	run      int
+	runStart time.Time
+	spare    int64 // a token drawn while g held the lock, or 0
+	drawing  bool  // a background draw of spare is under way
 }
 
 // dial opens a connection with the pool's config. Cancelling a statement
@@ -276,6 +286,12 @@ func (c *conn) addGrant(g *grant) {
 	p := c.p
 	p.mu.Lock()
 	c.held[g.key] = g
+	if g.handoff {
+		if p.hand.holders == nil {
+			p.hand.holders = make(map[Key]*grant)
+		}
+		p.hand.holders[g.key] = g
+	}
 	start := !p.keepStarted && !p.closed
 	p.keepStarted = p.keepStarted || start
 	p.mu.Unlock()
@@ -290,6 +306,9 @@ func (c *conn) dropGrant(g *grant) {
 	p.mu.Lock()
 	if c.held[g.key] == g {
 		delete(c.held, g.key)
+	}
+	if p.hand.holders[g.key] == g {
+		delete(p.hand.holders, g.key)
 	}
 	empty := len(c.held) == 0
 	if empty {
@@ -322,6 +341,9 @@ func (c *conn) fail(err error) {
 	lost := make([]*grant, 0, len(c.held))
 	for _, g := range c.held {
 		lost = append(lost, g)
+		if p.hand.holders[g.key] == g {
+			delete(p.hand.holders, g.key)
+		}
 	}
 	clear(c.held)
 	p.signalLocked()

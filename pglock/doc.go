@@ -41,6 +41,33 @@
 // tracks the keys each connection holds and never asks a connection for a key
 // it already holds.
 //
+// # Local handoff
+//
+// A session advisory lock belongs to its connection, not to a handle. So
+// when an exclusive lock (Mutex, MutexKey, the write side of RWMutex) is
+// released while an Acquire of the same Provider waits for it, the release
+// leaves the lock on its connection and hands the grant to that waiter: no
+// unlock, no server wake-up, no new lock call. The waiter's token was drawn
+// from the fence sequence on the holder's connection while the lock was
+// held without a break (in the background, as soon as the waiter lined up
+// behind the holder; by the release itself, one round trip, if that draw
+// has not finished), so it is greater than every earlier grant's token and
+// smaller than any grant's after the next unlock. A Provider's waiters for
+// one key line up locally in arrival order; only the first one contends,
+// and while a local exclusive grant holds the key it waits locally for the
+// handoff rather than in the server's queue.
+//
+// Waiters of other sessions are only granted the lock when it is unlocked,
+// which a handoff never does. A run of local handoffs is therefore bounded:
+// at most WithLocalHandoff grants in a row after the first (default 4), and
+// none once the run has lasted 20 ms; the release that ends the run unlocks,
+// and the server grants the lock to the first session in its queue. A
+// waiter elsewhere is thus passed over for at most that many local grants,
+// or about 20 ms plus one hold, per unlock. WithLocalHandoff(0) turns
+// handoffs off. They are off with WithFenceTable, whose grants each write
+// their own counter row and holder. A handed-on grant lives on the same
+// connection as its predecessor and is lost with it, like every grant on it.
+//
 // # Loss detection
 //
 // A lock lives as long as its session. Each connection that holds locks is
@@ -89,7 +116,8 @@
 //
 // TryAcquire: one round trip. Acquire: one round trip when the lock is free;
 // otherwise one more statement that returns when the lock is granted.
-// Release: one round trip (for a semaphore it also sends the NOTIFY).
+// Release: one round trip (for a semaphore it also sends the NOTIFY); a
+// release that hands the lock to a local waiter usually none, at most one.
 // Keepalive: one round trip per connection holding locks per period, however
 // many locks it holds.
 //

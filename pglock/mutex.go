@@ -71,14 +71,18 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // own, with lock_timeout set from ctx's deadline and a cancel request sent
 // when ctx is cancelled. The server hands the lock over to the next waiter
 // as soon as it is released, in about one round trip. If every connection
-// is busy (WithMaxConns) it retries with backoff instead.
+// is busy (WithMaxConns) it retries with backoff instead. An exclusive
+// Acquire with local handoffs on (WithLocalHandoff) lines up behind the
+// Provider's earlier waiters for the key, and while the key is held by an
+// exclusive grant of this Provider it waits locally for the release to hand
+// the lock over (see "Local handoff" in the package documentation).
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, l.p.errorf("acquire", l.name, core.NotAcquired(ctx))
 	}
 	wake, unsubscribe := l.p.notify.Subscribe(l.fence)
 	defer unsubscribe()
-	h, err := core.Wait(ctx, core.DefaultBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	attempt := func(ctx context.Context) (core.Handle, time.Duration, error) {
 		h, err := l.try(ctx)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) {
 			return h, 0, err
@@ -92,11 +96,25 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		}
 		h, err = l.block(ctx, c)
 		return h, 0, err
-	})
+	}
+	var h core.Handle
+	var err error
+	if l.handsOff() {
+		h, err = l.acquireLocal(ctx, wake, attempt)
+	} else {
+		h, err = core.Wait(ctx, core.DefaultBackoff, wake, attempt)
+	}
 	if err != nil {
 		return nil, l.p.errorf("acquire", l.name, err)
 	}
 	return h, nil
+}
+
+// handsOff reports whether grants of l may be handed on locally: the
+// exclusive side of a Mutex or RWMutex (not a semaphore slot) of a
+// Provider with handoffs on.
+func (l *locker) handsOff() bool {
+	return l.mode == exclusive && !l.notify && l.p.handoffOn()
 }
 
 func (l *locker) try(ctx context.Context) (core.Handle, error) {
@@ -143,9 +161,10 @@ func (l *locker) try(ctx context.Context) (core.Handle, error) {
 // granted registers a grant on c (locked), unlocks c, and returns the
 // handle, or releases the grant when ctx ended meanwhile.
 func (l *locker) granted(ctx context.Context, c *conn, token int64) (core.Handle, error) {
-	g := &grant{c: c, key: l.key, mode: l.mode, wake: l.fence, notify: l.notify}
+	g := &grant{c: c, key: l.key, mode: l.mode, wake: l.fence, notify: l.notify, name: l.name,
+		handoff: l.handsOff(), runStart: time.Now()}
 	g.h = core.NewHandle(uint64(token), func(rctx context.Context) error {
-		return l.p.release(rctx, g, l.name)
+		return l.p.release(rctx, g)
 	})
 	c.addGrant(g)
 	c.mu.Unlock()
@@ -217,12 +236,17 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 // release unlocks g on its connection: one round trip. When the connection
 // has failed, the server has already freed the lock and release returns nil.
 // When the unlock fails, the connection is failed (closing the session is
-// the sure way to free the lock), which loses the other handles on it.
-func (p *Provider) release(ctx context.Context, g *grant, name string) error {
+// the sure way to free the lock), which loses the other handles on it. When
+// a waiter of this Provider can take the lock over, release hands it on
+// instead, keeping the lock on the connection (see handoff.go).
+func (p *Provider) release(ctx context.Context, g *grant) error {
 	c := g.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.isBroken() {
+		return nil
+	}
+	if p.handOff(ctx, g) || c.isBroken() {
 		return nil
 	}
 	q, args := p.sql.unlock(g.key, g.mode)
@@ -235,7 +259,7 @@ func (p *Provider) release(ctx context.Context, g *grant, name string) error {
 	unbound()
 	if err != nil {
 		c.fail(fmt.Errorf("release: %w", err))
-		return p.errorf("release", name, err)
+		return p.errorf("release", g.name, err)
 	}
 	c.dropGrant(g)
 	return nil

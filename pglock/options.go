@@ -39,6 +39,7 @@ type options struct {
 	maxConns     int
 	timeout      time.Duration
 	identity     string
+	handoffs     int
 }
 
 // Option configures a Provider.
@@ -148,6 +149,26 @@ func WithTimeout(d time.Duration) Option {
 			return core.Invalid("pglock: timeout %v must be positive", d)
 		}
 		o.timeout = d
+		return nil
+	}
+}
+
+// WithLocalHandoff sets the longest run of local handoffs (default
+// DefaultLocalHandoffs; 0 turns them off). When an exclusive lock (Mutex,
+// MutexKey, the write side of RWMutex) is released while an Acquire of the
+// same Provider waits for it, the release keeps the lock on its connection
+// and hands the grant to that waiter, with a token drawn while the lock was
+// held: no unlock, no server handover. Waiters in other processes are only
+// granted the lock when it is unlocked, so after n handoffs in a row, or
+// once a run has lasted 20 ms, the release unlocks. Handoffs need the fence
+// sequence (the default); with WithFenceTable the option has no effect. See
+// the package documentation, "Local handoff".
+func WithLocalHandoff(n int) Option {
+	return func(o *options) error {
+		if n < 0 {
+			return core.Invalid("pglock: local handoffs %d must not be negative", n)
+		}
+		o.handoffs = n
 		return nil
 	}
 }

@@ -37,7 +37,9 @@ type Provider struct {
 	// dialingWaits counts those of them dialed for a blocking wait.
 	dialingWaits int
 	closed       bool
-	changed      chan struct{} // closed and replaced whenever a connection frees up
+	changed      chan struct{}  // closed and replaced whenever a connection frees up
+	hand         handoffs       // lines of local waiters and local holders (handoff.go)
+	bg           sync.WaitGroup // background spare-token draws; Close waits for them
 
 	// The release listener runs from the first semaphore wait until Close.
 	listening  bool
@@ -76,6 +78,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		maxConns:     DefaultMaxConns,
 		timeout:      DefaultTimeout,
 		identity:     core.DefaultIdentity(),
+		handoffs:     DefaultLocalHandoffs,
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -143,6 +146,7 @@ func (p *Provider) Close() error {
 		c.fail(errClosed)
 		c.mu.Unlock()
 	}
+	p.bg.Wait()
 	return nil
 }
 
@@ -152,10 +156,12 @@ func (p *Provider) Close() error {
 // TryAcquire is one round trip on a shared connection: the try-lock and the
 // fence bump in one statement. Acquire tries the same way, and when the lock
 // is busy waits in the server's queue on a connection of its own (one more
-// statement, which returns when the lock is granted). ctx bounds only the
-// wait; a grant that races its end is released before Acquire returns an
-// error matching core.ErrNotAcquired and ctx.Err(). Release is one round
-// trip; after a lost connection it returns nil at once. A busy lock gives an
+// statement, which returns when the lock is granted), or, while another
+// handle of this Provider holds it, waits for that release to hand it over
+// locally (WithLocalHandoff). ctx bounds only the wait; a grant that races
+// its end is released before Acquire returns an error matching
+// core.ErrNotAcquired and ctx.Err(). Release is one round trip (none or one
+// when it hands over); after a lost connection it returns nil at once. A busy lock gives an
 // error matching core.ErrNotAcquired; a server error or a dead server gives
 // the driver's error, wrapped in a *core.Error.
 func (p *Provider) Mutex(name string) core.Locker {

@@ -1,0 +1,314 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/stretchr/testify/require"
+)
+
+// grantOf returns the grant behind h in p, or nil.
+func grantOf(p *Provider, h core.Handle) *grant {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		for _, g := range c.held {
+			if core.Handle(g.h) == h {
+				return g
+			}
+		}
+	}
+	return nil
+}
+
+// waitIdleWaiter waits until the first waiter in k's line waits locally and
+// the local holder has a spare token, so that a release hands over.
+func waitIdleWaiter(t *testing.T, p *Provider, k Key, spare bool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		line := p.hand.lines[k]
+		g := p.hand.holders[k]
+		return len(line) > 0 && line[0].state == waiterIdle && g != nil && (!spare || g.spare != 0)
+	}, 5*time.Second, time.Millisecond)
+}
+
+// advisoryHolders lists the sessions granted, and those waiting for, the
+// exclusive advisory lock k in pg_locks.
+func advisoryHolders(t *testing.T, p *Provider, k Key) (granted, waiting []uint32) {
+	t.Helper()
+	cl, o, sub := k.lockTag()
+	rows, err := p.pool.Query(context.Background(), `SELECT pid, granted FROM pg_locks WHERE locktype = 'advisory'
+  AND classid = $1::int8::oid AND objid = $2::int8::oid AND objsubid = $3::int2`, cl, o, sub)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		var pid uint32
+		var ok bool
+		require.NoError(t, rows.Scan(&pid, &ok))
+		if ok {
+			granted = append(granted, pid)
+		} else {
+			waiting = append(waiting, pid)
+		}
+	}
+	require.NoError(t, rows.Err())
+	return granted, waiting
+}
+
+func TestHandoffKeepsLockOnSession(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(t)
+	name := uniqueName(t, "m")
+	k, err := KeyOf(name)
+	require.NoError(t, err)
+	m := p.Mutex(name)
+
+	h1, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	pid := backendPID(t, h1)
+
+	// A session of another client waits in the server's queue: an unlock
+	// would grant it the lock.
+	other := newPool(t)
+	oc, err := other.Acquire(ctx)
+	require.NoError(t, err)
+	defer oc.Release()
+	otherDone := make(chan error, 1)
+	otherCtx, cancelOther := context.WithCancel(ctx)
+	defer cancelOther()
+	go func() {
+		_, err := oc.Exec(otherCtx, "SELECT pg_advisory_lock($1::int8)", k.v)
+		otherDone <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, waiting := advisoryHolders(t, p, k)
+		return len(waiting) == 1
+	}, 5*time.Second, time.Millisecond)
+
+	got := make(chan core.Handle, 1)
+	go func() {
+		h, err := m.Acquire(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- h
+	}()
+	waitIdleWaiter(t, p, k, true)
+	require.NoError(t, h1.Release(ctx))
+	h2 := <-got
+	require.NotNil(t, h2)
+	require.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.Equal(t, pid, backendPID(t, h2), "handed on within the session")
+	require.Equal(t, 1, grantOf(p, h2).run)
+	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrReleased)
+	require.NoError(t, h2.Context().Err())
+
+	granted, waiting := advisoryHolders(t, p, k)
+	require.Equal(t, []uint32{pid}, granted)
+	require.Len(t, waiting, 1, "the other session still waits: the lock was never unlocked")
+	select {
+	case err := <-otherDone:
+		t.Fatalf("the other session got the lock during a handoff: %v", err)
+	default:
+	}
+
+	// A stale handle's release is a no-op.
+	require.NoError(t, h1.Release(ctx))
+	require.NoError(t, h2.Context().Err())
+
+	// Not reentrant while handed on.
+	_, err = m.TryAcquire(ctx)
+	require.ErrorIs(t, err, core.ErrNotAcquired)
+
+	// With no local waiter, the release unlocks and the other session wins.
+	require.NoError(t, h2.Release(ctx))
+	select {
+	case err := <-otherDone:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other session was not granted the lock")
+	}
+}
+
+func TestHandoffTokensIncreaseAndRunBound(t *testing.T) {
+	for _, n := range []int{0, 1, 2, DefaultLocalHandoffs} {
+		t.Run(itoa(uint16(n)), func(t *testing.T) {
+			ctx := context.Background()
+			p := newProvider(t, WithLocalHandoff(n))
+			m := p.Mutex(uniqueName(t, "m"))
+			h0, err := m.Acquire(ctx)
+			require.NoError(t, err)
+
+			var mu sync.Mutex
+			var tokens []uint64
+			var runs []int
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h, err := m.Acquire(ctx)
+					if !assertNoErr(t, err) {
+						return
+					}
+					mu.Lock()
+					tokens = append(tokens, h.FencingToken())
+					if g := grantOf(p, h); g != nil {
+						runs = append(runs, g.run)
+					}
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					assertNoErr(t, h.Release(ctx))
+				}()
+			}
+			time.Sleep(20 * time.Millisecond) // let them line up
+			require.NoError(t, h0.Release(ctx))
+			wg.Wait()
+
+			require.Len(t, tokens, 8)
+			prev := h0.FencingToken()
+			for _, tok := range tokens {
+				require.Greater(t, tok, prev, "tokens %v after %d", tokens, h0.FencingToken())
+				prev = tok
+			}
+			most := 0
+			for _, r := range runs {
+				most = max(most, r)
+			}
+			require.LessOrEqual(t, most, n, "runs %v", runs)
+			if n > 0 {
+				require.Positive(t, most, "no handoff at all: runs %v", runs)
+			}
+		})
+	}
+}
+
+func assertNoErr(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	return true
+}
+
+func TestHandoffRunSpan(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(t)
+	name := uniqueName(t, "m")
+	k, _ := KeyOf(name)
+	m := p.Mutex(name)
+	h1, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	got := make(chan core.Handle, 1)
+	go func() {
+		h, err := m.Acquire(ctx)
+		assertNoErr(t, err)
+		got <- h
+	}()
+	waitIdleWaiter(t, p, k, false)
+	time.Sleep(handoffSpan + 5*time.Millisecond) // the run has lasted too long
+	require.NoError(t, h1.Release(ctx))
+	h2 := <-got
+	require.NotNil(t, h2)
+	require.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.Equal(t, 0, grantOf(p, h2).run, "a new run after an unlock")
+	require.NoError(t, h2.Release(ctx))
+}
+
+func TestHandoffWaiterGivesUp(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(t)
+	name := uniqueName(t, "m")
+	k, _ := KeyOf(name)
+	m := p.Mutex(name)
+	other := newProvider(t).Mutex(name)
+	for i := range 30 {
+		h1, err := m.Acquire(ctx)
+		require.NoError(t, err)
+		wctx, cancel := context.WithCancel(ctx)
+		res := make(chan error, 1)
+		go func() {
+			h, err := m.Acquire(wctx)
+			if err == nil {
+				err = h.Release(ctx)
+				if err == nil {
+					err = errors.New("granted")
+				}
+			}
+			res <- err
+		}()
+		waitIdleWaiter(t, p, k, i%2 == 0)
+		// Cancel the waiter and release the holder together: whichever
+		// wins, the lock must end up free.
+		go cancel()
+		require.NoError(t, h1.Release(ctx))
+		err = <-res
+		if err != nil && err.Error() != "granted" {
+			require.ErrorIs(t, err, core.ErrNotAcquired)
+		}
+		tctx, tcancel := context.WithTimeout(ctx, 2*time.Second)
+		h, err := other.Acquire(tctx)
+		tcancel()
+		require.NoError(t, err, "iteration %d: the lock was left held", i)
+		require.NoError(t, h.Release(ctx))
+		cancel()
+	}
+}
+
+func TestHandoffBrokenConnection(t *testing.T) {
+	ctx := context.Background()
+	p := newProvider(t)
+	name := uniqueName(t, "m")
+	k, _ := KeyOf(name)
+	m := p.Mutex(name)
+
+	h1, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	got := make(chan core.Handle, 2)
+	acquire := func() {
+		h, err := m.Acquire(ctx)
+		assertNoErr(t, err)
+		got <- h
+	}
+	go acquire()
+	waitIdleWaiter(t, p, k, true)
+	require.NoError(t, h1.Release(ctx))
+	h2 := <-got
+	require.Equal(t, 1, grantOf(p, h2).run)
+
+	// A waiter lines up behind the handed-on grant, whose session dies.
+	go acquire()
+	waitIdleWaiter(t, p, k, false)
+	terminate(t, h2)
+	require.True(t, waitDone(h2.Context(), 3*testKeepalive), "handed-on grant not lost")
+	require.ErrorIs(t, context.Cause(h2.Context()), core.ErrLockLost)
+	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrReleased)
+
+	// The waiter gets the lock afresh, with a larger token.
+	var h3 core.Handle
+	select {
+	case h3 = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter was not granted the lock after the connection broke")
+	}
+	require.NotNil(t, h3)
+	require.Greater(t, h3.FencingToken(), h2.FencingToken())
+	require.Equal(t, 0, grantOf(p, h3).run)
+	require.NotEqual(t, backendPID(t, h3), uint32(0))
+	require.NoError(t, h2.Release(ctx))
+	require.NoError(t, h3.Release(ctx))
+}
+
+func TestHandoffOffWithFenceTable(t *testing.T) {
+	p := newProvider(t, WithFenceTable(DefaultFenceTable))
+	require.False(t, p.handoffOn())
+	_, err := New(p.pool, WithLocalHandoff(-1))
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+}
