@@ -198,21 +198,41 @@ func assertNoErr(t *testing.T, err error) bool {
 	return true
 }
 
-func TestHandoffRunSpan(t *testing.T) {
-	ctx := context.Background()
+// heldMutex is a held mutex of a fresh Provider; acquire starts another
+// Acquire of it, whose handle arrives on got.
+type heldMutex struct {
+	p   *Provider
+	k   Key
+	h1  core.Handle
+	got chan core.Handle
+	m   core.Locker
+}
+
+func holdMutex(t *testing.T) *heldMutex {
+	t.Helper()
 	p := newProvider(t)
 	name := uniqueName(t, "m")
 	k, _ := KeyOf(name)
 	m := p.Mutex(name)
-	h1, err := m.Acquire(ctx)
+	h1, err := m.Acquire(context.Background())
 	require.NoError(t, err)
-	got := make(chan core.Handle, 1)
+	return &heldMutex{p: p, k: k, h1: h1, got: make(chan core.Handle, 2), m: m}
+}
+
+func (hm *heldMutex) acquire(t *testing.T) {
 	go func() {
-		h, err := m.Acquire(ctx)
+		h, err := hm.m.Acquire(context.Background())
 		assertNoErr(t, err)
-		got <- h
+		hm.got <- h
 	}()
-	waitIdleWaiter(t, p, k, false)
+}
+
+func TestHandoffRunSpan(t *testing.T) {
+	ctx := context.Background()
+	hm := holdMutex(t)
+	p, h1, got := hm.p, hm.h1, hm.got
+	hm.acquire(t)
+	waitIdleWaiter(t, p, hm.k, false)
 	time.Sleep(handoffSpan + 5*time.Millisecond) // the run has lasted too long
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
@@ -264,27 +284,16 @@ func TestHandoffWaiterGivesUp(t *testing.T) {
 
 func TestHandoffBrokenConnection(t *testing.T) {
 	ctx := context.Background()
-	p := newProvider(t)
-	name := uniqueName(t, "m")
-	k, _ := KeyOf(name)
-	m := p.Mutex(name)
-
-	h1, err := m.Acquire(ctx)
-	require.NoError(t, err)
-	got := make(chan core.Handle, 2)
-	acquire := func() {
-		h, err := m.Acquire(ctx)
-		assertNoErr(t, err)
-		got <- h
-	}
-	go acquire()
+	hm := holdMutex(t)
+	p, k, h1, got := hm.p, hm.k, hm.h1, hm.got
+	hm.acquire(t)
 	waitIdleWaiter(t, p, k, true)
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
 	require.Equal(t, 1, grantOf(p, h2).run)
 
 	// A waiter lines up behind the handed-on grant, whose session dies.
-	go acquire()
+	hm.acquire(t)
 	waitIdleWaiter(t, p, k, false)
 	terminate(t, h2)
 	require.True(t, waitDone(h2.Context(), 3*testKeepalive), "handed-on grant not lost")
