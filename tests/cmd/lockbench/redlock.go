@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -61,10 +62,11 @@ func redlockCases() ([]benchCase, func(), error) {
 
 // rawQuorum is the floor of a RedLock round: a plain SET NX PX on every
 // server in parallel, decided once a majority said yes, and a
-// compare-and-delete on every server in parallel, done once a majority
-// confirmed. A SET still running when the majority is reached may land after
-// the release passed its server: the release then deletes it again there.
-// No fencing, no renewal, no waiting (Acquire polls every millisecond).
+// compare-and-delete on every server in parallel, done once a majority is
+// known free. A SET still running when the majority is reached may land
+// after the release passed its server: a delete there proves nothing, and
+// the late SET is deleted again when it lands. No fencing, no renewal, no
+// waiting (Acquire polls every millisecond).
 type rawQuorum struct {
 	clients []goredislib.UniversalClient
 	name    string
@@ -72,18 +74,23 @@ type rawQuorum struct {
 
 func (l rawQuorum) Name() string { return l.name }
 
-// fanOut runs call on every server in parallel and reports whether a
-// majority answered true, as soon as that is decided; rest receives the
-// answers not waited for.
-func (l rawQuorum) fanOut(call func(c goredislib.UniversalClient) bool) (ok bool, rest <-chan bool, left int) {
+type rawReply struct {
+	i  int
+	ok bool
+}
+
+// fanOut runs call on every server in parallel and returns once count says
+// a majority counts (true) or can no longer (false); rest receives the
+// replies not waited for.
+func (l rawQuorum) fanOut(call func(c goredislib.UniversalClient) bool, count func(r rawReply) bool) (ok bool, rest <-chan rawReply, left int) {
 	n := len(l.clients)
-	out := make(chan bool, n)
-	for _, c := range l.clients {
-		go func() { out <- call(c) }()
+	out := make(chan rawReply, n)
+	for i, c := range l.clients {
+		go func() { out <- rawReply{i: i, ok: call(c)} }()
 	}
 	yes, no := 0, 0
 	for yes <= n/2 && no < (n+1)/2 {
-		if <-out {
+		if count(<-out) {
 			yes++
 		} else {
 			no++
@@ -98,31 +105,41 @@ func (l rawQuorum) TryAcquire(ctx context.Context) (core.Handle, error) {
 	value := hex.EncodeToString(b[:])
 	key := "rawq:" + l.name
 	del := func(c goredislib.UniversalClient) bool {
-		return rawRelease.Run(context.Background(), c, []string{key}, value).Err() == nil
+		n, err := rawRelease.Run(context.Background(), c, []string{key}, value).Int()
+		return err == nil && n == 1
 	}
 	var mu sync.Mutex
-	released := false // a release has started: it may have passed a late SET
+	known := make([]bool, len(l.clients)) // the server's SET reply arrived
+	releasing := false
 	release := func(context.Context) error {
 		mu.Lock()
-		released = true
+		releasing = true
+		freed := slices.Clone(known)
 		mu.Unlock()
-		l.fanOut(del)
+		// A server is known free when the delete found our value, or
+		// found nothing after the server had answered the SET.
+		l.fanOut(del, func(r rawReply) bool { return r.ok || freed[r.i] })
 		return nil
 	}
 	ok, rest, left := l.fanOut(func(c goredislib.UniversalClient) bool {
 		ok, err := c.SetNX(ctx, key, value, benchTTL).Result()
 		return err == nil && ok
+	}, func(r rawReply) bool {
+		mu.Lock()
+		known[r.i] = true
+		mu.Unlock()
+		return r.ok
 	})
 	go func() {
-		late := false
 		for range left {
-			late = <-rest || late
-		}
-		mu.Lock()
-		again := released && late
-		mu.Unlock()
-		if again {
-			l.fanOut(del)
+			r := <-rest
+			mu.Lock()
+			known[r.i] = true
+			again := releasing
+			mu.Unlock()
+			if again {
+				del(l.clients[r.i])
+			}
 		}
 	}()
 	if ok {
