@@ -63,7 +63,7 @@
 // revisions, strictly increasing, and the new lease starts when that write
 // started. A handed-on grant rewrites the key at once with its own token,
 // for Holder. Waiters in other processes only wake on deletes, so a run of
-// local handoffs is bounded (WithLocalHandoff, default 4 in a row, and 20
+// local handoffs is bounded (WithLocalHandoff, default 8 in a row, and 20
 // ms); the release that ends it deletes the key, and this Provider's
 // waiters then hear the delete from the watcher like everyone else's.
 //

@@ -88,7 +88,7 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // row, or 20 ms of them, the next release deletes the key and every waiter,
 // this Provider's included, races for it on equal terms. 0 turns handoffs
 // off, for the strictest fairness between processes and so that every grant
-// rests on a write made for it (see the package doc). Default 4.
+// rests on a write made for it (see the package doc). Default 8.
 func WithLocalHandoff(n int) Option { return func(c *config) { c.handoffs = n } }
 
 // Provider makes locks in one JetStream KV bucket. It is safe for concurrent
