@@ -165,14 +165,22 @@ func TestLocalHandoffOff(t *testing.T) {
 	require.NoError(t, h2.Release(ctx))
 }
 
-// A grant handed to a waiter that has left is released again, so the lock
-// is never left held by nobody.
-func TestHandoffToWaiterThatLeft(t *testing.T) {
+// heldMutex returns a Provider with slow handoff runs, a test context, and a
+// mutex name that the returned handle holds.
+func heldMutex(t *testing.T) (*Provider, context.Context, string, core.Handle) {
+	t.Helper()
 	p := newProvider(t, slowHandoffs())
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	h1, err := p.Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err)
+	return p, ctx, name, h1
+}
+
+// A grant handed to a waiter that has left is released again, so the lock
+// is never left held by nobody.
+func TestHandoffToWaiterThatLeft(t *testing.T) {
+	p, ctx, name, h1 := heldMutex(t)
 	key := h1.(*handle).key
 
 	// A waiter in line that never runs: its grant is delivered, then it
@@ -238,11 +246,7 @@ func TestWaiterGivesUpDuringHandoff(t *testing.T) {
 // A holder whose key was deleted by hand hands nothing on: its local waiter
 // takes the lock afresh once the keeper has found the holder lost.
 func TestLostHolderHandsNothingOn(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
-	ctx := ctxT(t, 30*time.Second)
-	name := lockName(t)
-	h1, err := p.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	p, ctx, name, h1 := heldMutex(t)
 	key := h1.(*handle).key
 	got, errc := acquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
@@ -263,11 +267,7 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 
 // Handed-on grants are renewed like any other, past the TTL.
 func TestHandedOnLeaseIsRenewed(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
-	ctx := ctxT(t, 30*time.Second)
-	name := lockName(t)
-	h1, err := p.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	p, ctx, name, h1 := heldMutex(t)
 	got, errc := acquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, h1.(*handle).key) == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
@@ -280,7 +280,7 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	require.True(t, ok)
 	assert.NoError(t, st.Err)
 	assert.Positive(t, st.Renewals)
-	_, err = newProvider(t).Mutex(name).TryAcquire(ctx)
+	_, err := newProvider(t).Mutex(name).TryAcquire(ctx)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	require.NoError(t, h2.Release(ctx))
 }
