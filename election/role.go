@@ -110,10 +110,7 @@ func (m *RoleManager) Run(ctx context.Context) error {
 		return errors.New("election: RoleManager is already running")
 	}
 	m.running = true
-	elections := make([]*Election, 0, len(m.order))
-	for _, r := range m.order {
-		elections = append(elections, m.roles[r])
-	}
+	elections := m.electionsLocked()
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -123,37 +120,43 @@ func (m *RoleManager) Run(ctx context.Context) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(elections))
-	var wg sync.WaitGroup
-	for i, e := range elections {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if errs[i] = e.Run(ctx); errs[i] != nil {
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return forEach(elections, func(e *Election) error {
+		err := e.Run(ctx)
+		if err != nil {
+			cancel()
+		}
+		return err
+	})
 }
 
 // ResignAll resigns every role this process leads (see Election.Resign) and
 // returns the errors joined.
 func (m *RoleManager) ResignAll(ctx context.Context) error {
 	m.mu.Lock()
+	elections := m.electionsLocked()
+	m.mu.Unlock()
+	return forEach(elections, func(e *Election) error { return e.Resign(ctx) })
+}
+
+// electionsLocked returns the roles' Elections in the order they were
+// added; m.mu is held.
+func (m *RoleManager) electionsLocked() []*Election {
 	elections := make([]*Election, 0, len(m.order))
 	for _, r := range m.order {
 		elections = append(elections, m.roles[r])
 	}
-	m.mu.Unlock()
+	return elections
+}
+
+// forEach runs f on every Election at once and returns the errors joined.
+func forEach(elections []*Election, f func(*Election) error) error {
 	errs := make([]error, len(elections))
 	var wg sync.WaitGroup
 	for i, e := range elections {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = e.Resign(ctx)
+			errs[i] = f(e)
 		}()
 	}
 	wg.Wait()

@@ -119,18 +119,12 @@ func validMember(group, id string) error {
 }
 
 func (p *Provider) ensureMembers(ctx context.Context) error {
-	p.membersMu.Lock()
-	defer p.membersMu.Unlock()
-	if p.membersReady {
+	return p.membersSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))`,
+			quoteIdent(p.opts.membersTable))
+		if err := execCreate(ctx, p.pool, q); err != nil {
+			return fmt.Errorf("create members table %s: %w", p.opts.membersTable, err)
+		}
 		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
-	defer cancel()
-	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))`,
-		quoteIdent(p.opts.membersTable))
-	if err := execCreate(ctx, p.pool, q); err != nil {
-		return fmt.Errorf("create members table %s: %w", p.opts.membersTable, err)
-	}
-	p.membersReady = true
-	return nil
+	})
 }

@@ -54,12 +54,18 @@ func (l *locker) Name() string { return l.name }
 // statement itself runs to completion (bounded by WithTimeout), and a grant
 // that races the cancellation of ctx is released before the error returns.
 func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
+	return l.p.tryAcquire(ctx, l.name, l.try)
+}
+
+// tryAcquire is TryAcquire for every primitive: try, unless ctx is done
+// already, with its error wrapped.
+func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.errorf("acquire", l.name, core.NotAcquired(ctx))
+		return nil, p.errorf("acquire", name, core.NotAcquired(ctx))
 	}
-	h, err := l.try(ctx)
+	h, err := try(ctx)
 	if err != nil {
-		return nil, l.p.errorf("acquire", l.name, err)
+		return nil, p.errorf("acquire", name, err)
 	}
 	return h, nil
 }

@@ -25,11 +25,8 @@ type Provider struct {
 	sql    statements
 	notify core.Notifier
 
-	fenceMu    sync.Mutex
-	fenceReady bool
-
-	membersMu    sync.Mutex
-	membersReady bool
+	fenceSetup   setup // the fence sequence or table exists
+	membersSetup setup // the members table exists
 
 	mu      sync.Mutex
 	conns   []*conn
@@ -240,17 +237,13 @@ func (p *Provider) signalLocked() {
 // ensureFence creates the fence sequence or table once per Provider. Concurrent
 // creators in other processes may race: a duplicate error means it exists.
 func (p *Provider) ensureFence(ctx context.Context) error {
-	p.fenceMu.Lock()
-	defer p.fenceMu.Unlock()
-	if p.fenceReady {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
-	defer cancel()
-	if err := execCreate(ctx, p.pool, p.sql.createFence()); err != nil {
-		return fmt.Errorf("create fence %s: %w", p.opts.fenceTable, err)
-	}
-	if !p.sql.seq {
+	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+		if err := execCreate(ctx, p.pool, p.sql.createFence()); err != nil {
+			return fmt.Errorf("create fence %s: %w", p.opts.fenceTable, err)
+		}
+		if p.sql.seq {
+			return nil
+		}
 		// A table made by an earlier version lacks the holder column. Only
 		// then take the ALTER's exclusive lock, which would stall grants.
 		var has bool
@@ -262,8 +255,31 @@ func (p *Provider) ensureFence(ctx context.Context) error {
 				return fmt.Errorf("add holder to fence table %s: %w", p.opts.fenceTable, err)
 			}
 		}
+		return nil
+	})
+}
+
+// setup is a schema step a Provider runs once: again after a failure, never
+// after a success. Concurrent callers wait for the one running it.
+type setup struct {
+	mu   sync.Mutex
+	done bool
+}
+
+// run runs f, bounded by timeout whatever ctx's own deadline, unless it
+// already succeeded.
+func (s *setup) run(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done {
+		return nil
 	}
-	p.fenceReady = true
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := f(ctx); err != nil {
+		return err
+	}
+	s.done = true
 	return nil
 }
 

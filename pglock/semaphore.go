@@ -42,14 +42,7 @@ func (s *semaphore) Name() string { return s.name }
 // the slots in turn, starting at a random one, stops at the first granted
 // and bumps the semaphore's fence counter. Errors are as for Mutex.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, s.p.errorf("acquire", s.name, core.NotAcquired(ctx))
-	}
-	h, err := s.try(ctx)
-	if err != nil {
-		return nil, s.p.errorf("acquire", s.name, err)
-	}
-	return h, nil
+	return s.p.tryAcquire(ctx, s.name, s.try)
 }
 
 // Acquire retries TryAcquire until a slot is granted or ctx is done, woken
