@@ -428,6 +428,19 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 	return n == 1, err
 }
 
+// drawToken draws a fencing token for a local handoff of mutex grant g
+// (mutex_spare.lua), renewing g for ttl: one script call. With cur ≠ 0
+// the value records cur as the holder's token and the new one as its
+// spare; with cur = 0 it records the new one. It returns 0 when g is no
+// longer held.
+func (c *Client) drawToken(ctx context.Context, g Grant, ttl time.Duration, cur uint64) (uint64, error) {
+	n, err := scriptMutexSpare.Run(ctx, c.rdb, c.mutexKeys(g.Lock)[:1], g.Owner, ttl.Milliseconds(), cur).Int64()
+	if err != nil || n <= 0 {
+		return 0, err
+	}
+	return uint64(n), nil
+}
+
 // Withdraw is for a waiter that gives up: one script call. A mutex waiter
 // leaves the wait queue, and a lock handed to it meanwhile is released
 // (handed on). A writer's writer-waiting marker is removed and the readers

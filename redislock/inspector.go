@@ -24,13 +24,17 @@ var (
 // noticed.
 //
 // The identity travels in the owner value of each grant, after the random
-// part: "<32 hex digits>.<identity, base64url>".
+// part: "<32 hex digits>.<identity, base64url>". A mutex handed on within
+// this process (handoff.go) keeps its owner value, and its value names the
+// new holder's token once the new holder's background write lands, a round
+// trip after the handoff; until then Holder reports the previous token.
 func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	rdb := l.p.client.Redis()
 	var owner, token string
 	switch l.lock.Kind {
 	case KindMutex:
-		// "<owner>:<token>", "+" appended while waiters queue.
+		// "<owner>:<token>", then "/<spare>" once a token was drawn for a
+		// local handoff (handoff.go), then "+" while waiters queue.
 		v, err := rdb.Get(ctx, l.p.client.Key(l.lock)).Result()
 		if errors.Is(err, redis.Nil) {
 			return core.Holder{}, false, nil
@@ -39,6 +43,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 			return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, err)
 		}
 		owner, token, _ = strings.Cut(strings.TrimSuffix(v, "+"), ":")
+		token, _, _ = strings.Cut(token, "/")
 	case KindWrite:
 		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.fenceKey(l.lock)).Result()
 		if err != nil {

@@ -48,10 +48,9 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 // Acquire waits until the lock is granted or ctx is done. A free lock costs
-// one round trip. A held mutex queues the caller in Redis, and the release
-// that frees it hands it over and announces the grant to this Provider, at
-// no further round trip; the other primitives try again as soon as a
-// release is announced. Without a signal the caller retries with jittered
+// one round trip. The other primitives try again as soon as a release is
+// announced on the shared channel; a mutex waiter gets the lock handed to
+// it (see acquireMutex). Without a signal the caller retries with jittered
 // backoff, never later than the holder's grant expires. An unreachable
 // server ends the wait at once with the driver's error. When ctx ends first
 // the error matches core.ErrNotAcquired and ctx.Err(), and nothing is held:
@@ -60,64 +59,143 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
+	if l.lock.Kind == KindMutex {
+		return l.acquireMutex(ctx)
+	}
 	owner := l.p.newOwner()
 	wait := l.p.cfg.markerTTL()
-	key := l.p.client.WakeKey(l.lock)
-	var take func() uint64
-	if l.lock.Kind == KindMutex {
-		// Mutex waiters queue, and a release hands the lock to the first
-		// one and announces the grant to it alone. Expect that before the
-		// first try, so an announcement that comes before we listen is kept.
-		key = l.p.client.HandoffKey(l.lock, owner)
-		var forget func()
-		take, forget = l.p.waker.expectHandoff(key)
-		defer forget()
-	}
-	lastStart := time.Now()
 	h, _, err := l.try(ctx, owner, wait)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 		l.gaveUp(ctx, owner, err)
 		return h, err
 	}
-	// From here on we listen (subscribed below, before the next try), so
-	// no release is missed.
-	try := func(ctx context.Context) (core.Handle, time.Duration, error) {
-		return l.try(ctx, owner, wait)
-	}
-	if take != nil {
-		busy := err
-		queued := true
-		try = func(ctx context.Context) (core.Handle, time.Duration, error) {
-			if tok := take(); tok != 0 {
-				// Granted by the release that announced it, after our
-				// last try had left: the lease started after lastStart.
-				return l.p.newHandle(Grant{Lock: l.lock, Owner: owner}, tok, lastStart), 0, nil
-			}
-			if queued {
-				// We just joined the queue: wait for the handoff instead
-				// of asking again. Were the announcement lost, the
-				// backoff's next try claims the lock all the same.
-				queued = false
-				return nil, 0, busy
-			}
-			lastStart = time.Now()
-			return l.try(ctx, owner, wait)
-		}
-	}
-	backoff := l.p.cfg.backoff
-	if take != nil {
-		// Queued: the handoff is pushed to us, and polls only refresh our
-		// queue entry and recover a lost announcement. Keep them sparse
-		// so that waiters do not load the server.
-		backoff.Min = max(backoff.Min, queuedPollMin)
-		backoff.Max = max(backoff.Max, backoff.Min)
-	}
-	wake, unsubscribe := l.p.waker.subscribe(key)
+	// From here on we listen (subscribed before the next try), so no
+	// release is missed.
+	wake, unsubscribe := l.p.waker.subscribe(l.p.client.WakeKey(l.lock))
 	defer unsubscribe()
-	h, err = core.Wait(ctx, backoff, wake, try)
+	h, err = core.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		return l.try(ctx, owner, wait)
+	})
 	if err != nil {
 		l.gaveUp(ctx, owner, err)
 		return nil, l.p.wrap("acquire", l.lock.Name, err)
+	}
+	return h, nil
+}
+
+// errHeldHere is why a mutex waiter waits without asking the server.
+var errHeldHere = core.Busy("held by this process")
+
+// errHeldElsewhere is why a mutex waiter queued on the server waits.
+var errHeldElsewhere = core.Busy("held by another process")
+
+// acquireMutex is Acquire for a mutex. The caller lines up behind this
+// Provider's earlier waiters for the lock; only the first in line
+// contends. While a live grant of this Provider holds the lock, the first
+// waiter waits locally: the release hands it the lock (handoff.go) or wakes
+// it once released. Otherwise it tries the server, where a busy lock
+// queues it: a release there hands the lock to the first waiter queued and
+// announces the grant to that waiter's Provider alone, at no further round
+// trip; were the announcement lost, the next try claims the lock all the
+// same.
+func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
+	p := l.p
+	owner := p.newOwner()
+	wait := p.cfg.markerTTL()
+	line := p.client.Key(l.lock)
+	// Expect a handoff by the server before we may queue there, so that
+	// an announcement that comes before we listen is kept.
+	hkey := p.client.HandoffKey(l.lock, owner)
+	take, forget := p.waker.expectHandoff(hkey)
+	defer forget()
+	w, first := p.hand.Enqueue(line, hkey)
+	queued := false // we asked the server: withdraw from its queue when giving up
+	lastStart := time.Now()
+	fresh := false // we just queued on the server: wait before asking again
+	var h core.Handle
+	var err error
+	if hl, ok := p.hand.Holder(line); first && (!ok || hl.lost()) {
+		// First in line and not held here: try at once. Only a busy lock
+		// costs the subscription below.
+		p.hand.Away(w)
+		queued = true
+		h, _, err = l.try(ctx, owner, wait)
+		fresh = true
+		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
+			p.hand.Leave(line, w) // away: nothing was handed to us
+			if err != nil {
+				l.gaveUp(ctx, owner, err)
+			}
+			return h, err
+		}
+	}
+	// Listen for a handoff by the server, a local handoff, a local
+	// wake-up; from here on none is missed.
+	wake, unsubscribe := p.waker.subscribe(hkey)
+	defer unsubscribe()
+	// Queued waiters have the handoff pushed to them, and polls only
+	// refresh their entry and recover a lost announcement. Keep them sparse
+	// so that waiters do not load the server.
+	backoff := p.cfg.backoff
+	backoff.Min = max(backoff.Min, queuedPollMin)
+	backoff.Max = max(backoff.Max, backoff.Min)
+	select {
+	case <-w.Turn():
+		h, err = core.Wait(ctx, backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+			if g, ok, _ := p.hand.Take(line, w); ok {
+				return g, 0, nil
+			}
+			if tok := take(); tok != 0 {
+				// Granted by a release on the server after our last try
+				// had left: the lease started after lastStart.
+				return p.newHandle(Grant{Lock: l.lock, Owner: owner}, tok, lastStart), 0, nil
+			}
+			if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
+				// Held here: its release hands the lock to us or wakes
+				// us. Have a token ready for the handoff.
+				if hl.mayHandOff() {
+					hl.reserve(false)
+				}
+				return nil, 0, errHeldHere
+			}
+			if !p.hand.Away(w) {
+				return nil, 0, errHeldHere // a handoff to us is under way
+			}
+			if fresh {
+				// Queued by the try before we listened: wait for the
+				// handoff instead of asking again. Were its announcement
+				// lost, the backoff's next try claims the lock all the
+				// same.
+				fresh = false
+				return nil, 0, errHeldElsewhere
+			}
+			queued = true
+			lastStart = time.Now()
+			return l.try(ctx, owner, wait)
+		})
+	case <-ctx.Done():
+		err = core.NotAcquired(ctx)
+	}
+	g, handed, _ := p.hand.Leave(line, w)
+	if handed {
+		if h == nil && ctx.Err() == nil {
+			// Handed over as the wait failed otherwise: the grant is good.
+			return g, nil
+		}
+		// A handoff landed as the wait ended with ctx (or with a grant of
+		// our own, which cannot happen: a waiter that asks the server is
+		// never handed the lock; but a handle is never dropped
+		// unreleased). Give it up, to the next in line if any, as a grant
+		// racing a cancellation must be.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		_ = g.Release(rctx)
+		cancel()
+	}
+	if err != nil {
+		if queued {
+			l.gaveUp(ctx, owner, err)
+		}
+		return nil, p.wrap("acquire", l.lock.Name, err)
 	}
 	return h, nil
 }

@@ -31,6 +31,8 @@ type config struct {
 	backoff  core.Backoff
 	linger   time.Duration
 	identity string
+	handoffs    int           // longest run of local handoffs
+	handoffSpan time.Duration // longest time a run of local handoffs lasts
 
 	intervalSet, marginSet bool
 }
@@ -73,6 +75,18 @@ func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b
 // It must not be empty.
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
+// WithLocalHandoff sets the longest run of consecutive local handoffs of a
+// mutex: a release that finds an Acquire of the same Provider waiting hands
+// the key straight to it, with a new fencing token drawn ahead, at no round
+// trip (handoff.go tells how). Waiters in other processes are granted the
+// key only by a release that runs the release script, so after n handoffs
+// in a row, or 20 ms of them, the next release does, and the first waiter
+// queued on the server gets the key. 0 turns local handoffs off: every
+// release runs the script (one round trip) and a local waiter then
+// contends for the key (another). Default DefaultLocalHandoffs; must not be
+// negative.
+func WithLocalHandoff(n int) Option { return func(c *config) { c.handoffs = n } }
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		ttl:      DefaultTTL,
@@ -80,6 +94,9 @@ func newConfig(opts []Option) (config, error) {
 		backoff:  core.DefaultBackoff,
 		linger:   5 * time.Second,
 		identity: core.DefaultIdentity(),
+
+		handoffs:    DefaultLocalHandoffs,
+		handoffSpan: defaultHandoffSpan,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -116,6 +133,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, core.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
 	case c.identity == "":
 		return c, core.Invalid("redislock: empty identity")
+	case c.handoffs < 0:
+		return c, core.Invalid("redislock: local handoff run %d is negative", c.handoffs)
 	}
 	return c, nil
 }

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,6 +34,11 @@ type Provider struct {
 	keeper *core.Keeper
 	waker  *waker
 	closed atomic.Bool
+
+	hand     core.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
+	bgMu     sync.Mutex
+	bgClosed bool
+	bg       sync.WaitGroup // background token draws
 }
 
 var (
@@ -85,6 +91,10 @@ func (p *Provider) Close() error {
 	p.closed.Store(true)
 	p.keeper.Close()
 	p.waker.close()
+	p.bgMu.Lock()
+	p.bgClosed = true
+	p.bgMu.Unlock()
+	p.bg.Wait()
 	return nil
 }
 
@@ -164,9 +174,14 @@ type handle struct {
 	*core.BaseHandle
 	p     *Provider
 	grant Grant
+	lease *lease // a mutex's; nil for the other kinds
 }
 
+// newHandle returns the handle of a grant the server made.
 func (p *Provider) newHandle(g Grant, token uint64, start time.Time) *handle {
+	if g.Lock.Kind == KindMutex {
+		return p.newMutexHandle(g, token, start, 0, start)
+	}
 	h := &handle{p: p, grant: g}
 	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
 		if _, err := p.client.Release(ctx, g); err != nil {

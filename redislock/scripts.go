@@ -28,6 +28,7 @@ var (
 	scriptMemberRegister = load("member_register")
 	scriptMemberList     = load("member_list")
 	scriptHeartbeat      = load("member_heartbeat")
+	scriptMutexSpare     = load("mutex_spare")
 )
 
 func load(name string) *redis.Script {

@@ -44,6 +44,15 @@ local function stretch(key, ttl)
   end
 end
 
+-- last_token returns the largest token named by rest, the part of a mutex
+-- value after "<owner>:": "<token>", then "/<spare>" once a spare was drawn
+-- for a local handoff (mutex_spare.lua), then "+" while waiters queue.
+local function last_token(rest)
+  local tok = tonumber(string.match(rest, '^(%d+)')) or 0
+  local spare = tonumber(string.match(rest, '^%d+/(%d+)')) or 0
+  return math.max(tok, spare)
+end
+
 -- busy is the answer when the lock is taken: 0 and the ms worth waiting
 -- before trying again (0 when unknown).
 local function busy(ms)

@@ -33,7 +33,7 @@ if not heir then
   return 1
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
-local last = tonumber(string.match(v, ':(%d+)')) or 0
+local last = last_token(string.sub(v, #mine + 1))
 if last >= us then
   us = last + 1
 end

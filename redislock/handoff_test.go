@@ -1,0 +1,404 @@
+package redislock
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+)
+
+// slowHandoffs lets a run of local handoffs last as long as a test takes
+// (with the race detector on a busy machine, more than the default 20 ms).
+func slowHandoffs() Option { return func(c *config) { c.handoffSpan = time.Hour } }
+
+// line is the key of mutex name's line of waiters in p.
+func line(p *Provider, name string) string {
+	return p.client.Key(Lock{Kind: KindMutex, Name: name})
+}
+
+// waiters returns how many Acquires of p stand in mutex name's line.
+func waiters(p *Provider, name string) int { return p.hand.Len(line(p, name)) }
+
+// acquireAsync starts l.Acquire(ctx) and returns channels for its outcome.
+func acquireAsync(ctx context.Context, l core.Locker) (<-chan core.Handle, <-chan error) {
+	got, errc := make(chan core.Handle, 1), make(chan error, 1)
+	go func() {
+		h, err := l.Acquire(ctx)
+		if err != nil {
+			errc <- err
+			return
+		}
+		got <- h
+	}()
+	return got, errc
+}
+
+func receive(t *testing.T, got <-chan core.Handle, errc <-chan error) core.Handle {
+	t.Helper()
+	select {
+	case h := <-got:
+		return h
+	case err := <-errc:
+		t.Fatal(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter did not get the lock")
+	}
+	return nil
+}
+
+// waitInLine starts an Acquire of mutex name on p and waits until it stands
+// in the line.
+func waitInLine(t *testing.T, ctx context.Context, p *Provider, name string) (<-chan core.Handle, <-chan error) {
+	t.Helper()
+	n := waiters(p, name)
+	got, errc := acquireAsync(ctx, p.Mutex(name))
+	require.Eventually(t, func() bool { return waiters(p, name) == n+1 }, 5*time.Second, time.Millisecond)
+	return got, errc
+}
+
+// ownerOf reads the owner value in mutex name's key ("" when free).
+func ownerOf(t *testing.T, p *Provider, name string) string {
+	t.Helper()
+	v, err := p.client.Redis().Get(context.Background(), line(p, name)).Result()
+	if err != nil {
+		return ""
+	}
+	owner, _, _ := strings.Cut(v, ":")
+	return owner
+}
+
+func run(h core.Handle) int { return h.(*handle).lease.run }
+
+// A release hands the mutex to a waiter of the same Provider without
+// releasing the key: the owner value stays, the waiter's token is larger,
+// Holder names it once its background write lands, and the old handle's
+// second release touches nothing.
+func TestLocalHandoff(t *testing.T) {
+	p := newProvider(t, WithIdentity("local"), slowHandoffs())
+	other := newProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	m := p.Mutex(name)
+	h1, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	owner := ownerOf(t, p, name)
+
+	got, errc := waitInLine(t, ctx, p, name)
+	// The waiter asked its holder for a spare token, recorded after the
+	// holder's own: Holder still names the holder.
+	require.Eventually(t, func() bool {
+		v, _ := p.client.Redis().Get(ctx, line(p, name)).Result()
+		return strings.Contains(v, "/")
+	}, 5*time.Second, time.Millisecond)
+	who, held, err := other.Mutex(name).(core.Inspector).Holder(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	assert.Equal(t, core.Holder{ID: "local", Token: h1.FencingToken()}, who)
+
+	require.NoError(t, h1.Release(ctx))
+	h2 := receive(t, got, errc)
+	assert.Equal(t, 1, run(h2), "granted by a local handoff")
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	assert.NoError(t, h2.Context().Err())
+	assert.Equal(t, owner, ownerOf(t, p, name), "the key was released and taken again")
+	require.Eventually(t, func() bool {
+		who, held, err := other.Mutex(name).(core.Inspector).Holder(ctx)
+		return err == nil && held && who == core.Holder{ID: "local", Token: h2.FencingToken()}
+	}, 5*time.Second, 10*time.Millisecond, "Holder never named the new token")
+
+	require.NoError(t, h1.Release(ctx), "a second release is harmless")
+	_, err = other.Mutex(name).TryAcquire(ctx)
+	require.ErrorIs(t, err, core.ErrNotAcquired, "the stale release freed the new holder's grant")
+
+	require.NoError(t, h2.Release(ctx))
+	assert.Empty(t, ownerOf(t, p, name), "the last release leaves the key")
+	h3, err := other.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, h3.FencingToken(), h2.FencingToken())
+	require.NoError(t, h3.Release(ctx))
+	assert.Empty(t, scanKeys(t, p.client.Redis(), p.client.base(Lock{Name: name})), "keys left behind")
+}
+
+// A release with no spare at hand (a waiter lined up as the holder
+// released) draws the waiter's token itself.
+func TestLocalHandoffWithoutSpare(t *testing.T) {
+	p := newProvider(t, slowHandoffs())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h1, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	w, first := p.hand.Enqueue(line(p, name), "")
+	require.True(t, first)
+	require.NoError(t, h1.Release(ctx))
+	h2, ok, _ := p.hand.Leave(line(p, name), w)
+	require.True(t, ok, "the release handed the lock to the waiter")
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	who, held, err := p.Mutex(name).(core.Inspector).Holder(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	assert.Equal(t, h2.FencingToken(), who.Token, "the value names the token drawn at the release")
+	require.NoError(t, h2.Release(ctx))
+}
+
+// After WithLocalHandoff grants in a row the release runs the release
+// script, so waiters in other processes get their chance, and a new run
+// starts.
+func TestLocalHandoffRunIsBounded(t *testing.T) {
+	p := newProvider(t, WithLocalHandoff(2), slowHandoffs())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	var runs []int
+	owners := map[string]bool{ownerOf(t, p, name): true}
+	for range 5 {
+		got, errc := waitInLine(t, ctx, p, name)
+		tok := h.FencingToken()
+		require.NoError(t, h.Release(ctx))
+		h = receive(t, got, errc)
+		require.Greater(t, h.FencingToken(), tok)
+		runs = append(runs, run(h))
+		owners[ownerOf(t, p, name)] = true
+	}
+	require.NoError(t, h.Release(ctx))
+	assert.Equal(t, []int{1, 2, 0, 1, 2}, runs)
+	assert.Len(t, owners, 2, "one release script ends each run")
+}
+
+// A waiter of another Provider, queued on the server, gets the lock when
+// the run of local handoffs ends, ahead of the local waiters still in line.
+func TestLocalHandoffYieldsToOtherProcesses(t *testing.T) {
+	p := newProvider(t, WithLocalHandoff(2), slowHandoffs())
+	other := newProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	rgot, rerrc := acquireAsync(ctx, other.Mutex(name))
+	require.Eventually(t, func() bool {
+		v, _ := p.client.Redis().Get(ctx, line(p, name)).Result()
+		return strings.HasSuffix(v, "+")
+	}, 5*time.Second, time.Millisecond, "the remote waiter never queued")
+
+	type waiter struct {
+		got  <-chan core.Handle
+		errc <-chan error
+	}
+	var local []waiter
+	for range 3 {
+		got, errc := waitInLine(t, ctx, p, name)
+		local = append(local, waiter{got, errc})
+	}
+	for i := range 2 {
+		require.NoError(t, h.Release(ctx))
+		h = receive(t, local[i].got, local[i].errc)
+		require.Equal(t, i+1, run(h))
+	}
+	require.NoError(t, h.Release(ctx))
+	rh := receive(t, rgot, rerrc)
+	assert.Greater(t, rh.FencingToken(), h.FencingToken())
+	select {
+	case <-local[2].got:
+		t.Fatal("the local waiter got the lock while the remote one held it")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, rh.Release(ctx))
+	h = receive(t, local[2].got, local[2].errc)
+	assert.Greater(t, h.FencingToken(), rh.FencingToken())
+	assert.Equal(t, 0, run(h))
+	require.NoError(t, h.Release(ctx))
+}
+
+func TestLocalHandoffOff(t *testing.T) {
+	p := newProvider(t, WithLocalHandoff(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h1, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	owner := ownerOf(t, p, name)
+	got, errc := waitInLine(t, ctx, p, name)
+	require.NoError(t, h1.Release(ctx))
+	h2 := receive(t, got, errc)
+	assert.Equal(t, 0, run(h2))
+	assert.NotEqual(t, owner, ownerOf(t, p, name), "handed on with handoffs off")
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.NoError(t, h2.Release(ctx))
+}
+
+// A grant handed to a waiter that has left is released again, so the lock
+// is never left held by nobody.
+func TestHandoffToWaiterThatLeft(t *testing.T) {
+	p := newProvider(t, slowHandoffs())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	key := line(p, name)
+
+	// A waiter that leaves while a release is handing it the lock: the
+	// delivery fails, and the release then releases the grant itself.
+	w, _ := p.hand.Enqueue(key, "")
+	require.Same(t, w, p.hand.Claim(key))
+	assert.Nil(t, p.hand.Claim(key), "claimed twice")
+	p.hand.Unclaim(w)
+	require.Same(t, w, p.hand.Claim(key))
+	_, ok, _ := p.hand.Leave(key, w)
+	require.False(t, ok)
+	assert.False(t, p.hand.Deliver(w, &handle{}), "delivered to a waiter that left")
+	assert.Zero(t, waiters(p, name))
+
+	// The same through a release: the waiter leaves between claim and
+	// delivery (a waiter whose context ends), and the grant made for it is
+	// released on.
+	h1, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	w, _ = p.hand.Enqueue(key, "")
+	require.NoError(t, h1.Release(ctx))
+	g, ok, _ := p.hand.Leave(key, w)
+	require.True(t, ok)
+	require.NoError(t, g.Release(ctx))
+	h2, err := newProvider(t).Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err, "the lock was left held")
+	require.NoError(t, h2.Release(ctx))
+}
+
+// Waiters whose contexts end at any moment around the release never leave
+// the lock held: whatever they were handed is released on.
+func TestWaiterGivesUpDuringHandoff(t *testing.T) {
+	p := newProvider(t)
+	other := newProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := uniqueName(t)
+	for i := range 30 {
+		h, err := p.Mutex(name).TryAcquire(ctx)
+		require.NoError(t, err, "round %d", i)
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, time.Duration(rand.N(3000))*time.Microsecond)
+				defer cancel()
+				if wh, err := p.Mutex(name).Acquire(wctx); err == nil {
+					assert.NoError(t, wh.Release(ctx))
+				} else {
+					assert.ErrorIs(t, err, core.ErrNotAcquired)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
+		require.NoError(t, h.Release(ctx))
+		wg.Wait()
+		oh, err := other.Mutex(name).TryAcquire(ctx)
+		require.NoError(t, err, "round %d: the lock was left held", i)
+		require.NoError(t, oh.Release(ctx))
+	}
+}
+
+// A holder whose key was deleted by hand hands nothing on: its local waiter
+// takes the lock afresh once the keeper has found the holder lost.
+func TestLostHolderHandsNothingOn(t *testing.T) {
+	p := newProvider(t, slowHandoffs())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h1, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	got, errc := waitInLine(t, ctx, p, name)
+
+	require.NoError(t, p.client.Redis().Del(ctx, line(p, name)).Err())
+	h2 := receive(t, got, errc)
+	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrLockLost,
+		"the waiter took the lock while the local holder still believed it held it")
+	assert.Equal(t, 0, run(h2))
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.NoError(t, h1.Release(ctx))
+	who, held, err := p.Mutex(name).(core.Inspector).Holder(ctx)
+	require.NoError(t, err)
+	require.True(t, held, "the lost handle's release freed the new grant")
+	assert.Equal(t, h2.FencingToken(), who.Token)
+	require.NoError(t, h2.Release(ctx))
+}
+
+// Handed-on grants are renewed like any other, past the TTL.
+func TestHandedOnLeaseIsRenewed(t *testing.T) {
+	p := newProvider(t, slowHandoffs())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h1, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	got, errc := waitInLine(t, ctx, p, name)
+	require.NoError(t, h1.Release(ctx))
+	h2 := receive(t, got, errc)
+	require.Equal(t, 1, run(h2))
+
+	time.Sleep(testTTL + testTTL/2)
+	require.NoError(t, h2.Context().Err(), "a handed-on lease was not renewed")
+	st, ok := h2.(core.LeaseReporter).Lease()
+	require.True(t, ok)
+	assert.NoError(t, st.Err)
+	assert.Positive(t, st.Renewals)
+	_, err = newProvider(t).Mutex(name).TryAcquire(ctx)
+	require.ErrorIs(t, err, core.ErrNotAcquired)
+	require.NoError(t, h2.Release(ctx))
+}
+
+// Many waiters of one Provider and of another take turns under the
+// default bounds: never two holders, tokens always increasing, and every
+// waiter served.
+func TestLocalHandoffUnderContention(t *testing.T) {
+	ps := []*Provider{newProvider(t), newProvider(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := uniqueName(t)
+	var (
+		mu     sync.Mutex
+		inside int
+		last   uint64
+		grants [8]int
+		wg     sync.WaitGroup
+	)
+	for i := range grants {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := ps[i%2].Mutex(name)
+			for range 25 {
+				h, err := m.Acquire(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				mu.Lock()
+				inside++
+				assert.Equal(t, 1, inside, "two holders")
+				assert.Greater(t, h.FencingToken(), last, "token went back")
+				last = h.FencingToken()
+				grants[i]++
+				mu.Unlock()
+				time.Sleep(200 * time.Microsecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				assert.NoError(t, h.Release(ctx))
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range grants {
+		assert.Equal(t, 25, n, "worker %d", i)
+	}
+	assert.Empty(t, ownerOf(t, ps[0], name), "left held")
+}
