@@ -23,14 +23,14 @@ const (
 type Option func(*config)
 
 type config struct {
-	ttl      time.Duration
-	interval time.Duration // 0: TTL/3
-	margin   time.Duration // -1: TTL/10
-	prefix   string
-	log      *slog.Logger
-	backoff  core.Backoff
-	linger   time.Duration
-	identity string
+	ttl         time.Duration
+	interval    time.Duration // 0: TTL/3
+	margin      time.Duration // -1: TTL/10
+	prefix      string
+	log         *slog.Logger
+	backoff     core.Backoff
+	linger      time.Duration
+	identity    string
 	handoffs    int           // longest run of local handoffs
 	handoffSpan time.Duration // longest time a run of local handoffs lasts
 
