@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -70,164 +69,6 @@ const defaultHandoffSpan = 20 * time.Millisecond
 // ms with 4, 34–55 ms with 8, two processes × 4 contenders).
 const defaultHandoffs = 8
 
-// waiterState is where a waiter stands.
-type waiterState uint8
-
-const (
-	waiterIdle    waiterState = iota // waiting, free to be claimed
-	waiterClaimed                    // a release is handing it the key
-	waiterGranted                    // the handoff landed: h is its handle
-	waiterGone                       // left the line, or took its grant
-)
-
-// waiter is one waiting Acquire of this Provider, in its key's line.
-type waiter struct {
-	turn  chan struct{} // closed when the waiter becomes first in line
-	state waiterState
-	h     *handle // set in waiterGranted
-}
-
-// handoffs lines up the waiting Acquires of this Provider per key, in
-// arrival order, as core.Gates does for the other primitives: only the
-// first in line contends on the server, the rest wait without I/O. A
-// release hands the key to the first in line, which it can do as soon as
-// that waiter moved up, before its goroutine has even run. handoffs also
-// knows the live local holder of each mutex key, whose lease is asked to
-// reserve a revision when a waiter moves up behind it.
-type handoffs struct {
-	mu      sync.Mutex
-	lines   map[string][]*waiter
-	holders map[string]*lease
-}
-
-// setHolder records l as the local holder of its key.
-func (hs *handoffs) setHolder(l *lease) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.holders == nil {
-		hs.holders = make(map[string]*lease)
-	}
-	hs.holders[l.key] = l
-}
-
-// dropHolder forgets l as its key's local holder, if it still is.
-func (hs *handoffs) dropHolder(l *lease) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.holders[l.key] == l {
-		delete(hs.holders, l.key)
-	}
-}
-
-// holder returns key's local holder, or nil.
-func (hs *handoffs) holder(key string) *lease {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	return hs.holders[key]
-}
-
-// enqueue puts a new waiter at the end of key's line; first reports
-// whether it is first in line already.
-func (hs *handoffs) enqueue(key string) (w *waiter, first bool) {
-	w = &waiter{turn: make(chan struct{})}
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if hs.lines == nil {
-		hs.lines = make(map[string][]*waiter)
-	}
-	line := append(hs.lines[key], w)
-	hs.lines[key] = line
-	if len(line) == 1 {
-		close(w.turn)
-		return w, true
-	}
-	return w, false
-}
-
-// claim reserves the first waiter of key's line for a handoff, or returns
-// nil when the line is empty or another release has claimed its first.
-func (hs *handoffs) claim(key string) *waiter {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	line := hs.lines[key]
-	if len(line) == 0 || line[0].state != waiterIdle {
-		return nil
-	}
-	line[0].state = waiterClaimed
-	return line[0]
-}
-
-// unclaim gives a claimed waiter back after a failed handoff: it goes on
-// waiting as it would have without the claim.
-func (hs *handoffs) unclaim(w *waiter) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if w.state == waiterClaimed {
-		w.state = waiterIdle
-	}
-}
-
-// deliver gives a claimed waiter its handle. It returns false when the
-// waiter left meanwhile: the caller then owns h and must release it.
-func (hs *handoffs) deliver(w *waiter, h *handle) bool {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if w.state != waiterClaimed {
-		return false
-	}
-	w.state, w.h = waiterGranted, h
-	return true
-}
-
-// take returns the waiter's handle once a handoff has delivered it, else
-// nil. A waiter that takes its grant leaves the line (see leave).
-func (hs *handoffs) take(key string, w *waiter) (h *handle, next bool) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	if w.state != waiterGranted {
-		return nil, false
-	}
-	h = w.h
-	return h, hs.remove(key, w)
-}
-
-// leave takes the waiter out of key's line and lets the next one move up.
-// It returns a handle that a handoff delivered but the waiter has not
-// taken, which the caller now owns (a handoff still in flight finds the
-// waiter gone and releases what it granted itself), and whether a waiter
-// moved up.
-func (hs *handoffs) leave(key string, w *waiter) (h *handle, next bool) {
-	hs.mu.Lock()
-	defer hs.mu.Unlock()
-	h = w.h
-	return h, hs.remove(key, w)
-}
-
-// remove takes w out of key's line; hs.mu is held. It reports whether the
-// next waiter moved up to first.
-func (hs *handoffs) remove(key string, w *waiter) bool {
-	if w.state == waiterGone {
-		return false
-	}
-	w.state, w.h = waiterGone, nil
-	line := hs.lines[key]
-	i := slices.Index(line, w)
-	if i < 0 {
-		return false
-	}
-	line = slices.Delete(line, i, i+1)
-	if len(line) == 0 {
-		delete(hs.lines, key)
-		return false
-	}
-	hs.lines[key] = line
-	if i == 0 {
-		close(line[0].turn)
-		return true
-	}
-	return false
-}
-
 // waitLocal is Provider.wait for the primitives that take local handoffs.
 // The caller lines up behind the earlier waiters of this Provider for
 // watchKey; once first, it waits as Provider.wait does, except that each
@@ -239,22 +80,22 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try cor
 	if ctx.Err() != nil {
 		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
 	}
-	w, first := p.handoff.enqueue(watchKey)
+	w, first := p.handoff.Enqueue(watchKey, "")
 	if first {
 		p.reserveFor(watchKey)
 	}
 	var h core.Handle
 	var err error
 	select {
-	case <-w.turn:
+	case <-w.Turn():
 		h, err = p.waitGated(ctx, name, watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
-			if g, next := p.handoff.take(watchKey, w); g != nil {
+			if g, ok, next := p.handoff.Take(watchKey, w); ok {
 				if next {
 					p.reserveFor(watchKey)
 				}
 				return g, 0, nil
 			}
-			if l := p.handoff.holder(watchKey); l != nil && !l.lost() {
+			if l, ok := p.handoff.Holder(watchKey); ok && !l.lost() {
 				// Held here: a write could only fail. The release hands
 				// the key to us, or deletes it and wakes us.
 				return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name,
@@ -265,11 +106,11 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try cor
 	case <-ctx.Done():
 		err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
 	}
-	g, next := p.handoff.leave(watchKey, w)
+	g, handed, next := p.handoff.Leave(watchKey, w)
 	if next {
 		p.reserveFor(watchKey)
 	}
-	if g == nil {
+	if !handed {
 		return h, err
 	}
 	// A handoff landed after the last look. Our own attempt cannot also
@@ -291,7 +132,7 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try cor
 // reserveFor asks key's local holder, now that a waiter is first in line
 // behind it, to reserve a revision for the handoff (see lease.reserve).
 func (p *Provider) reserveFor(key string) {
-	if l := p.handoff.holder(key); l != nil && l.mayHandOff() {
+	if l, ok := p.handoff.Holder(key); ok && l.mayHandOff() {
 		l.reserve(false)
 	}
 }
@@ -311,11 +152,11 @@ func (l *lease) runEnded() bool {
 
 // handoffTarget returns the waiter this release may hand the key to, or
 // nil when it must delete the key.
-func (l *lease) handoffTarget() *waiter {
+func (l *lease) handoffTarget() *core.Waiter[*handle] {
 	if !l.mayHandOff() {
 		return nil
 	}
-	return l.p.handoff.claim(l.watchKey)
+	return l.p.handoff.Claim(l.watchKey)
 }
 
 // reserve rewrites the key with l's value in the background, as a renewal
@@ -375,7 +216,7 @@ func (p *Provider) goBackground(fn func()) {
 // then the waiter holds it (or, if the waiter left meanwhile, it was
 // released on), and err is the error of that release. When the handoff
 // cannot be made, the waiter is given back and the caller deletes the key.
-func (l *lease) handOff(ctx context.Context, w *waiter) (bool, error) {
+func (l *lease) handOff(ctx context.Context, w *core.Waiter[*handle]) (bool, error) {
 	e := l.e
 	lost := l.lost()
 	// The watcher relays every delete marker of the key: with it live and
@@ -400,7 +241,7 @@ func (l *lease) handOff(ctx context.Context, w *waiter) (bool, error) {
 			case <-wr:
 				continue
 			case <-ctx.Done():
-				l.p.handoff.unclaim(w)
+				l.p.handoff.Unclaim(w)
 				return false, nil
 			}
 		}
@@ -421,7 +262,7 @@ func (l *lease) handOff(ctx context.Context, w *waiter) (bool, error) {
 			// A write that failed for another reason than a moved
 			// revision may have landed after all; the Delete that follows
 			// finds it by the owner.
-			l.p.handoff.unclaim(w)
+			l.p.handoff.Unclaim(w)
 			return false, nil
 		}
 		v.Token = seq
@@ -446,8 +287,8 @@ func (l *lease) lost() bool {
 // the next handoff. When the waiter left meanwhile, h is released on
 // instead, which hands it to the next waiter or frees it: the run bound
 // ends such a chain.
-func (l *lease) deliver(ctx context.Context, w *waiter, h *handle, named bool) error {
-	if !l.p.handoff.deliver(w, h) {
+func (l *lease) deliver(ctx context.Context, w *core.Waiter[*handle], h *handle, named bool) error {
+	if !l.p.handoff.Deliver(w, h) {
 		return h.Release(ctx)
 	}
 	if named || h.lease.mayHandOff() {

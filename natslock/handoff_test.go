@@ -20,9 +20,7 @@ func slowHandoffs() Option { return func(c *config) { c.handoffSpan = time.Hour 
 
 // waiters returns how many Acquires of p stand in key's line.
 func waiters(p *Provider, key string) int {
-	p.handoff.mu.Lock()
-	defer p.handoff.mu.Unlock()
-	return len(p.handoff.lines[key])
+	return p.handoff.Len(key)
 }
 
 // acquireAsync starts l.Acquire(ctx) and returns channels for its outcome.
@@ -185,24 +183,24 @@ func TestHandoffToWaiterThatLeft(t *testing.T) {
 
 	// A waiter in line that never runs: its grant is delivered, then it
 	// leaves without taking it, as a waiter whose context ends does.
-	w, first := p.handoff.enqueue(key)
+	w, first := p.handoff.Enqueue(key, "")
 	require.True(t, first)
 	require.NoError(t, h1.Release(ctx))
-	g, _ := p.handoff.leave(key, w)
+	g, _, _ := p.handoff.Leave(key, w)
 	require.NotNil(t, g, "the release handed the lock to the waiter")
 	require.NoError(t, g.Release(ctx))
 
 	// A waiter that leaves while a release is handing it the lock: the
 	// delivery fails, and the release then releases the grant itself
 	// (TestWaiterGivesUpDuringHandoff runs that race for real).
-	w, _ = p.handoff.enqueue(key)
-	require.Same(t, w, p.handoff.claim(key))
-	assert.Nil(t, p.handoff.claim(key), "claimed twice")
-	p.handoff.unclaim(w)
-	require.Same(t, w, p.handoff.claim(key))
-	g, _ = p.handoff.leave(key, w)
+	w, _ = p.handoff.Enqueue(key, "")
+	require.Same(t, w, p.handoff.Claim(key))
+	assert.Nil(t, p.handoff.Claim(key), "claimed twice")
+	p.handoff.Unclaim(w)
+	require.Same(t, w, p.handoff.Claim(key))
+	g, _, _ = p.handoff.Leave(key, w)
 	require.Nil(t, g)
-	assert.False(t, p.handoff.deliver(w, &handle{}), "delivered to a waiter that left")
+	assert.False(t, p.handoff.Deliver(w, &handle{}), "delivered to a waiter that left")
 	assert.Zero(t, waiters(p, key))
 
 	h2, err := newProvider(t).Mutex(name).TryAcquire(ctx)

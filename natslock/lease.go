@@ -88,7 +88,7 @@ func (p *Provider) grant(l *lease, start time.Time) *handle {
 	h := &handle{BaseHandle: core.NewHandle(l.value.Token, l.release), key: l.key, lease: l}
 	l.base = h.BaseHandle
 	if l.handoff && l.key == l.watchKey {
-		p.handoff.setHolder(l)
+		p.handoff.SetHolder(l.key, l)
 	}
 	p.keeper.Keep(h.BaseHandle, start, l)
 	return h
@@ -269,7 +269,7 @@ func (l *lease) release(ctx context.Context) error {
 	defer cancel()
 	// Forget l as the local holder first: a local waiter woken by the
 	// release must not find it and skip its attempt.
-	l.p.handoff.dropHolder(l)
+	l.p.handoff.DropHolder(l.key, l)
 	l.e.mu.Lock()
 	l.done = true
 	l.e.mu.Unlock()

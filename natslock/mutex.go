@@ -59,7 +59,7 @@ func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if err != nil {
 		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
 	}
-	if l := m.p.handoff.holder(m.key); l != nil && l.value.Owner == v.Owner {
+	if l, ok := m.p.handoff.Holder(m.key); ok && l.value.Owner == v.Owner {
 		// Ours: the local holder knows its token even before the write
 		// that follows a handoff without a round trip has landed.
 		return core.Holder{ID: v.ID, Token: l.value.Token}, true, nil

@@ -105,7 +105,7 @@ type Provider struct {
 	hints   hints
 	spare   spareKeys
 	gates   core.Gates
-	handoff handoffs
+	handoff core.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
 
 	wmu      sync.Mutex
 	watches  map[string]*watch

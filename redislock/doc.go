@@ -27,10 +27,11 @@
 //
 // # Fencing tokens
 //
-// A token is the server's time in microseconds when the grant is made, or
-// the name's last token + 1 when that is larger (a mutex handed straight to
-// a waiter, concurrent readers or semaphore holders within one
-// microsecond). It is strictly increasing for every grant of every primitive
+// A token is the server's time in microseconds when the grant is made (for
+// a mutex handed on within a Provider, when its token was drawn, while the
+// key was held), or the name's last token + 1 when that is larger (a mutex
+// handed straight to a waiter, concurrent readers or semaphore holders
+// within one microsecond). It is strictly increasing for every grant of every primitive
 // of a name, without a counter key that would have to outlive the locks:
 // tokens keep increasing after the name was idle, after its keys expired,
 // after a FLUSHALL or a restart of a server without persistence, as long as
@@ -50,11 +51,22 @@
 //
 // # Waiting
 //
-// Acquire on a held mutex joins the lock's FIFO wait queue in Redis; a
-// release hands the lock straight to the first live waiter (a handoff costs
-// the release's round trip and one pub/sub message, no further round trip)
-// and announces it on the waiting Provider's own channel, so no other
-// process wakes. The Provider keeps one pub/sub subscription (one
+// The mutex waiters of one Provider line up locally in arrival order, and
+// only the first contends. While a grant of the same Provider holds the
+// mutex, that waiter waits locally and the release hands the key straight
+// to it: same owner value in Redis, a new handle, and a fencing token drawn
+// from the server in the background while the key was held (so it is
+// larger than every earlier token and smaller than any token granted after
+// the key is released): no round trip. Waiters in other processes are granted the lock
+// only by a release that runs the release script, so a Provider hands a
+// mutex on locally at most WithLocalHandoff times in a row (default 8) and
+// for at most 20 ms; the next release runs the script.
+//
+// Acquire on a mutex held elsewhere joins the lock's FIFO wait queue in
+// Redis; a release hands the lock straight to the first live waiter (a
+// handoff costs the release's round trip and one pub/sub message, no
+// further round trip) and announces it on the waiting Provider's own
+// channel, so no other process wakes. The Provider keeps one pub/sub subscription (one
 // connection, whatever the number of locks and waiters) to that channel and
 // the channel shared by all Providers with the same prefix while some
 // Acquire waits. Waiters of reader-writer locks and semaphores retry when a
