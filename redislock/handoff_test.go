@@ -109,6 +109,10 @@ func TestLocalHandoff(t *testing.T) {
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	assert.NoError(t, h2.Context().Err())
 	assert.Equal(t, owner, ownerOf(t, p, name), "the key was released and taken again")
+	who, held, err = m.(core.Inspector).Holder(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	assert.Equal(t, core.Holder{ID: "local", Token: h2.FencingToken()}, who, "the holder's own Provider knows its token at once")
 	require.Eventually(t, func() bool {
 		who, held, err := other.Mutex(name).(core.Inspector).Holder(ctx)
 		return err == nil && held && who == core.Holder{ID: "local", Token: h2.FencingToken()}

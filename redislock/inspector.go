@@ -27,7 +27,8 @@ var (
 // part: "<32 hex digits>.<identity, base64url>". A mutex handed on within
 // this process (handoff.go) keeps its owner value, and its value names the
 // new holder's token once the new holder's background write lands, a round
-// trip after the handoff; until then Holder reports the previous token.
+// trip after the handoff; until then Holder of another Provider reports the
+// previous token (Holder of the holder's own Provider knows the new one).
 func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	rdb := l.p.client.Redis()
 	var owner, token string
@@ -44,6 +45,11 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 		}
 		owner, token, _ = strings.Cut(strings.TrimSuffix(v, "+"), ":")
 		token, _, _ = strings.Cut(token, "/")
+		if ls, ok := l.p.hand.Holder(l.p.client.Key(l.lock)); ok && ls.grant.Owner == owner {
+			// Ours: the local holder knows its token even before the
+			// write that follows a handoff without a round trip landed.
+			return core.Holder{ID: ownerIdentity(owner), Token: ls.h.FencingToken()}, true, nil
+		}
 	case KindWrite:
 		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.fenceKey(l.lock)).Result()
 		if err != nil {
