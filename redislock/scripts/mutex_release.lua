@@ -22,7 +22,7 @@ if string.sub(v, -1) ~= '+' then
   redis.call('DEL', KEYS[1])
   return 1
 end
-dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+-- (A holder is never in the queue: every grant dequeues its owner.)
 local us, ms = now()
 local heir, ttl, channel = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
 if not heir then
