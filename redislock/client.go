@@ -58,6 +58,11 @@ type lockKeys struct {
 	prefix, base string
 	key, wake    string
 	mutex        []string // mutexKeys; len == cap, so an append copies
+
+	// For a mutex, the heads of its script calls and its WakeKey, boxed
+	// once (Client.call).
+	acquire, release, spare []any
+	wakeArg                 any
 }
 
 // Prepare returns l with its keys under c's prefix computed once, for a
@@ -71,6 +76,12 @@ func (c *Client) Prepare(l Lock) Lock {
 	k := &lockKeys{prefix: c.prefix, base: c.base(l)}
 	k.key, k.wake = c.Key(l), c.WakeKey(l)
 	k.mutex = slices.Clip(c.mutexKeys(l))
+	if l.Kind == KindMutex {
+		k.acquire = scriptMutexAcquire.head(k.mutex)
+		k.release = scriptMutexRelease.head(k.mutex)
+		k.spare = scriptMutexSpare.head(k.mutex[:1])
+		k.wakeArg = k.wake
+	}
 	l.keys = k
 	return l
 }
@@ -148,6 +159,8 @@ type Client struct {
 	prefix  string
 	channel string // Channel()
 	inbox   string
+
+	channelArg, inboxArg any // channel and inbox, boxed once
 }
 
 // NewClient returns a Client on rdb whose keys start with prefix. It does no
@@ -158,6 +171,7 @@ func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
 	}
 	c := &Client{rdb: rdb, prefix: prefix, channel: prefix + "wake"}
 	c.inbox = c.channel
+	c.channelArg, c.inboxArg = c.channel, c.inbox
 	return c, nil
 }
 
@@ -167,7 +181,7 @@ func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
 // each instance one.
 func (c *Client) WithInbox(channel string) *Client {
 	cc := *c
-	cc.inbox = channel
+	cc.inbox, cc.inboxArg = channel, channel
 	return &cc
 }
 
@@ -300,6 +314,9 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	if ms < 1 {
 		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
 	}
+	if k := c.prepared(l); k != nil && l.Kind == KindMutex {
+		return acquireResult(c.call(ctx, scriptMutexAcquire, k.acquire, owner, ms, max(wait.Milliseconds(), 0), c.inboxArg))
+	}
 	script, keys, args := c.acquireCall(l, owner, ms, wait, c.inbox)
 	cmd := script.Run(ctx, c.rdb, keys, args...)
 	return acquireResult(cmd)
@@ -308,7 +325,7 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 // acquireCall is the script call behind one acquire attempt. A waiting
 // mutex acquire joins the wait queue with handoffs announced on inbox, or,
 // when inbox is "", only marks the lock as awaited.
-func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration, inbox string) (*redis.Script, []string, []any) {
+func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration, inbox string) (script, []string, []any) {
 	switch l.Kind {
 	case KindMutex:
 		return scriptMutexAcquire, c.mutexKeys(l), []any{owner, ms, max(wait.Milliseconds(), 0), inbox}
@@ -350,7 +367,7 @@ func (c *Client) Extend(ctx context.Context, g Grant, ttl time.Duration) error {
 // of a cluster) and returns one error per grant, in order, as Extend does.
 func (c *Client) ExtendAll(ctx context.Context, gs []Grant, ttl time.Duration) []error {
 	ms := ttl.Milliseconds()
-	cmds := c.pipelined(ctx, len(gs), func(i int) (*redis.Script, []string, []any) {
+	cmds := c.pipelined(ctx, len(gs), func(i int) (script, []string, []any) {
 		g := gs[i]
 		s := scriptKeyExtend
 		if g.Lock.Kind == KindRead || g.Lock.Kind == KindSemaphore {
@@ -374,7 +391,7 @@ func (c *Client) ExtendAll(ctx context.Context, gs []Grant, ttl time.Duration) [
 // pipelined sends n script calls in one pipeline by SHA and re-sends, by
 // source, the ones the server did not know (its script cache was flushed or
 // it restarted).
-func (c *Client) pipelined(ctx context.Context, n int, call func(i int) (*redis.Script, []string, []any)) []*redis.Cmd {
+func (c *Client) pipelined(ctx context.Context, n int, call func(i int) (script, []string, []any)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, n)
 	send := func(idx []int, bySHA bool) {
 		pipe := c.rdb.Pipeline()
@@ -412,7 +429,7 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 	var cmd *redis.Cmd
 	switch g.Lock.Kind {
 	case KindMutex:
-		cmd = scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 0, c.Channel())
+		cmd = c.mutexRelease(ctx, g, 0)
 	case KindRead, KindSemaphore:
 		onlyLast := 0
 		if g.Lock.Kind == KindRead {
@@ -434,11 +451,26 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 // spare; with cur = 0 it records the new one. It returns 0 when g is no
 // longer held.
 func (c *Client) drawToken(ctx context.Context, g Grant, ttl time.Duration, cur uint64) (uint64, error) {
-	n, err := scriptMutexSpare.Run(ctx, c.rdb, c.mutexKeys(g.Lock)[:1], g.Owner, ttl.Milliseconds(), cur).Int64()
+	var cmd *redis.Cmd
+	if k := c.prepared(g.Lock); k != nil && k.spare != nil {
+		cmd = c.call(ctx, scriptMutexSpare, k.spare, g.Owner, ttl.Milliseconds(), cur)
+	} else {
+		cmd = scriptMutexSpare.Run(ctx, c.rdb, c.mutexKeys(g.Lock)[:1], g.Owner, ttl.Milliseconds(), cur)
+	}
+	n, err := cmd.Int64()
 	if err != nil || n <= 0 {
 		return 0, err
 	}
 	return uint64(n), nil
+}
+
+// mutexRelease runs mutex_release.lua for g; withdraw is 1 when g is a
+// waiter that leaves the queue.
+func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis.Cmd {
+	if k := c.prepared(g.Lock); k != nil && k.release != nil {
+		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg)
+	}
+	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel())
 }
 
 // Withdraw is for a waiter that gives up: one script call. A mutex waiter
@@ -448,7 +480,7 @@ func (c *Client) drawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 func (c *Client) Withdraw(ctx context.Context, g Grant) error {
 	switch g.Lock.Kind {
 	case KindMutex:
-		return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), 1, c.Channel()).Err()
+		return c.mutexRelease(ctx, g, 1).Err()
 	case KindWrite:
 	default:
 		return nil

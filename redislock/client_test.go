@@ -214,3 +214,29 @@ func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 		require.Positive(t, res.Token)
 	}
 }
+
+// The calls of a prepared mutex (Provider's) build their own EVALSHA: after
+// a SCRIPT FLUSH they fall back to EVAL as redis.Script.Run does.
+func TestPreparedMutexAfterScriptFlush(t *testing.T) {
+	srv := startOwnServer(t, freePort(t))
+	rdb := newRedis(t, srv.addr())
+	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(DefaultLocalHandoffs))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := p.Mutex("a")
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	h1, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	// A waiter in line: the release draws its token (mutex_spare.lua).
+	w, _ := p.hand.Enqueue(line(p, "a"), "")
+	require.NoError(t, h1.Release(ctx))
+	h2, ok, _ := p.hand.Leave(line(p, "a"), w)
+	require.True(t, ok)
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	require.NoError(t, h2.Release(ctx))
+	assert.Zero(t, rdb.Exists(ctx, line(p, "a")).Val(), "the release did not run")
+}

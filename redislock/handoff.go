@@ -92,7 +92,7 @@ func (p *Provider) newMutexHandle(g Grant, token uint64, start time.Time, run in
 	ls.h = h
 	h.BaseHandle = core.NewHandle(token, ls.release)
 	p.hand.SetHolder(ls.line, ls)
-	p.keeper.Keep(h.BaseHandle, start, g)
+	p.keeper.Keep(h.BaseHandle, start, ls) // ls, not g: no boxing
 	return h
 }
 

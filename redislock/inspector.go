@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"strings"
@@ -74,7 +76,18 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 }
 
 // newOwner returns a fresh owner value carrying the Provider's identity.
-func (p *Provider) newOwner() string { return NewOwner() + "." + p.idTag }
+func (p *Provider) newOwner() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	var sb strings.Builder
+	sb.Grow(2*len(b) + 1 + len(p.idTag))
+	var hx [32]byte
+	hex.Encode(hx[:], b[:])
+	sb.Write(hx[:])
+	sb.WriteByte('.')
+	sb.WriteString(p.idTag)
+	return sb.String()
+}
 
 // identityTag encodes id for owner values: no ':', '#' or '.', which the
 // values and messages that carry owners use as separators.

@@ -164,7 +164,12 @@ func (p *Provider) wrap(op, name string, err error) error {
 func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 	gs := make([]Grant, len(batch))
 	for i, l := range batch {
-		gs[i] = l.Data.(Grant)
+		switch d := l.Data.(type) {
+		case *lease:
+			gs[i] = d.grant
+		default:
+			gs[i] = d.(Grant)
+		}
 	}
 	return p.client.ExtendAll(ctx, gs, p.cfg.ttl)
 }

@@ -47,10 +47,10 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
 		kind = "zset"
 	}
-	bump := func(int) (*redis.Script, []string, []any) {
+	bump := func(int) (script, []string, []any) {
 		return scriptCounterBump, []string{c.Key(l), c.CounterKey(l)}, []any{owner, kind}
 	}
-	cmds := c.pipelined(ctx, 2, func(i int) (*redis.Script, []string, []any) {
+	cmds := c.pipelined(ctx, 2, func(i int) (script, []string, []any) {
 		if i == 0 {
 			return c.acquireCall(l, owner, ms, wait, c.inbox)
 		}

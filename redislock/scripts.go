@@ -1,6 +1,7 @@
 package redislock
 
 import (
+	"context"
 	"embed"
 	"strings"
 
@@ -31,7 +32,14 @@ var (
 	scriptMutexSpare     = load("mutex_spare")
 )
 
-func load(name string) *redis.Script {
+// script is a Lua script with its source, for calls that build their own
+// command (Client.call).
+type script struct {
+	*redis.Script
+	src string
+}
+
+func load(name string) script {
 	lib, err := scriptFS.ReadFile("scripts/lib.lua")
 	if err != nil {
 		panic(err) // embedded at build time: cannot happen
@@ -40,7 +48,39 @@ func load(name string) *redis.Script {
 	if err != nil {
 		panic(err)
 	}
-	return redis.NewScript(libFor(string(lib), string(body)) + string(body))
+	src := libFor(string(lib), string(body)) + string(body)
+	return script{Script: redis.NewScript(src), src: src}
+}
+
+// head returns the start of an EVALSHA of s on keys, boxed once, for a
+// Lock that serves many calls (Client.call).
+func (s script) head(keys []string) []any {
+	h := make([]any, 3+len(keys))
+	h[0], h[1], h[2] = "evalsha", s.Hash(), len(keys)
+	for i, k := range keys {
+		h[3+i] = k
+	}
+	return h
+}
+
+// call runs s with a command head made by s.head and args: what
+// redis.Script.Run does, without boxing the script's name, hash and keys
+// again on every call. A server that does not know the script (its cache
+// was flushed, or it restarted) gets it by source.
+func (c *Client) call(ctx context.Context, s script, head []any, args ...any) *redis.Cmd {
+	a := make([]any, len(head), len(head)+len(args))
+	copy(a, head)
+	a = append(a, args...)
+	cmd := redis.NewCmd(ctx, a...)
+	cmd.SetFirstKeyPos(3)
+	_ = c.rdb.Process(ctx, cmd)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		a[0], a[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, a...)
+		cmd.SetFirstKeyPos(3)
+		_ = c.rdb.Process(ctx, cmd)
+	}
+	return cmd
 }
 
 // libFor returns the functions of lib that body uses, directly or through

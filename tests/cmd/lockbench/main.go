@@ -79,14 +79,18 @@ func main() {
 	results := make([]result, len(cases))
 	for round := range *rounds {
 		// Uncontended: the cases take turns in chunks of uncontendedChunk
-		// cycles, so a burst of noise on this machine hits them all alike.
+		// cycles, so a burst of noise on this machine hits them all alike,
+		// and the turn starts at the next case each time, so no case
+		// always follows the same one.
 		ids := make([]string, len(cases))
 		for i, c := range cases {
 			ids[i] = fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
 		}
-		for done := 0; done < *uncontended; done += uncontendedChunk {
+		for turn, done := 0, 0; done < *uncontended; turn, done = turn+1, done+uncontendedChunk {
 			n := min(uncontendedChunk, *uncontended-done)
-			for i, c := range cases {
+			for k := range cases {
+				i := (turn + k) % len(cases)
+				c := cases[i]
 				lat, err := locktest.MeasureUncontended(ctx, c.New(ids[i]+"/u"), n)
 				if err != nil {
 					fail(c, err)
