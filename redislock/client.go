@@ -61,7 +61,7 @@ type lockKeys struct {
 
 	// For a mutex, the heads of its script calls and its WakeKey, boxed
 	// once (Client.call).
-	acquire, release, spare []any
+	acquire, try, release, spare []any
 	wakeArg                 any
 }
 
@@ -78,6 +78,7 @@ func (c *Client) Prepare(l Lock) Lock {
 	k.mutex = slices.Clip(c.mutexKeys(l))
 	if l.Kind == KindMutex {
 		k.acquire = scriptMutexAcquire.head(k.mutex)
+		k.try = scriptMutexTry.head(k.mutex[:1])
 		k.release = scriptMutexRelease.head(k.mutex)
 		k.spare = scriptMutexSpare.head(k.mutex[:1])
 		k.wakeArg = k.wake
@@ -315,7 +316,11 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
 	}
 	if k := c.prepared(l); k != nil && l.Kind == KindMutex {
-		return acquireResult(c.call(ctx, scriptMutexAcquire, k.acquire, owner, ms, max(wait.Milliseconds(), 0), c.inboxArg))
+		if wait <= 0 {
+			// Neither queues nor marks: the lock key alone will do.
+			return acquireResult(c.call(ctx, scriptMutexTry, k.try, owner, ms))
+		}
+		return acquireResult(c.call(ctx, scriptMutexAcquire, k.acquire, owner, ms, wait.Milliseconds(), c.inboxArg))
 	}
 	script, keys, args := c.acquireCall(l, owner, ms, wait, c.inbox)
 	cmd := script.Run(ctx, c.rdb, keys, args...)
