@@ -2,7 +2,6 @@ package natslock
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 // slowHandoffs lets a run of local handoffs last as long as a test takes
@@ -21,33 +21,6 @@ func slowHandoffs() Option { return func(c *config) { c.handoffSpan = time.Hour 
 // waiters returns how many Acquires of p stand in key's line.
 func waiters(p *Provider, key string) int {
 	return p.handoff.Len(key)
-}
-
-// acquireAsync starts l.Acquire(ctx) and returns channels for its outcome.
-func acquireAsync(ctx context.Context, l core.Locker) (<-chan core.Handle, <-chan error) {
-	got, errc := make(chan core.Handle, 1), make(chan error, 1)
-	go func() {
-		h, err := l.Acquire(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- h
-	}()
-	return got, errc
-}
-
-func receive(t *testing.T, got <-chan core.Handle, errc <-chan error) core.Handle {
-	t.Helper()
-	select {
-	case h := <-got:
-		return h
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not get the lock")
-	}
-	return nil
 }
 
 // deletes counts the delete markers written on key from now on.
@@ -89,10 +62,10 @@ func TestLocalHandoff(t *testing.T) {
 	key := h1.(*handle).key
 	count := deletes(t, p, key)
 
-	got, errc := acquireAsync(ctx, p.Mutex(name))
+	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	assert.Equal(t, 1, h2.(*handle).lease.run, "granted by a local handoff")
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	assert.NoError(t, h2.Context().Err())
@@ -134,11 +107,11 @@ func TestLocalHandoffRunIsBounded(t *testing.T) {
 
 	var runs []int
 	for range 5 {
-		got, errc := acquireAsync(ctx, p.Mutex(name))
+		got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 		require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
 		tok := h.FencingToken()
 		require.NoError(t, h.Release(ctx))
-		h = receive(t, got, errc)
+		h = locktest.Receive(t, got, errc)
 		require.Greater(t, h.FencingToken(), tok)
 		runs = append(runs, h.(*handle).lease.run)
 	}
@@ -154,10 +127,10 @@ func TestLocalHandoffOff(t *testing.T) {
 	h1, err := p.Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err)
 	count := deletes(t, p, h1.(*handle).key)
-	got, errc := acquireAsync(ctx, p.Mutex(name))
+	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 	time.Sleep(50 * time.Millisecond) // let the waiter start waiting
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	assert.Equal(t, 0, h2.(*handle).lease.run)
 	assert.Equal(t, 1, count())
 	require.NoError(t, h2.Release(ctx))
@@ -192,7 +165,7 @@ func TestHandoffToWaiterThatLeft(t *testing.T) {
 
 	// A waiter that leaves while a release is handing it the lock: the
 	// delivery fails, and the release then releases the grant itself
-	// (TestWaiterGivesUpDuringHandoff runs that race for real).
+	// (the conformance case WaitersGiveUpAroundRelease runs that race for real).
 	w, _ = p.handoff.Enqueue(key, "")
 	require.Same(t, w, p.handoff.Claim(key))
 	assert.Nil(t, p.handoff.Claim(key), "claimed twice")
@@ -208,49 +181,16 @@ func TestHandoffToWaiterThatLeft(t *testing.T) {
 	require.NoError(t, h2.Release(ctx))
 }
 
-// Waiters whose contexts end at any moment around the release never leave
-// the lock held: whatever they were handed is released on.
-func TestWaiterGivesUpDuringHandoff(t *testing.T) {
-	p := newProvider(t)
-	other := newProvider(t)
-	ctx := ctxT(t, time.Minute)
-	name := lockName(t)
-	for i := range 30 {
-		h, err := p.Mutex(name).TryAcquire(ctx)
-		require.NoError(t, err, "round %d", i)
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				wctx, cancel := context.WithTimeout(ctx, time.Duration(rand.N(3000))*time.Microsecond)
-				defer cancel()
-				if wh, err := p.Mutex(name).Acquire(wctx); err == nil {
-					assert.NoError(t, wh.Release(ctx))
-				} else {
-					assert.ErrorIs(t, err, core.ErrNotAcquired)
-				}
-			}()
-		}
-		time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
-		require.NoError(t, h.Release(ctx))
-		wg.Wait()
-		oh, err := other.Mutex(name).TryAcquire(ctx)
-		require.NoError(t, err, "round %d: the lock was left held", i)
-		require.NoError(t, oh.Release(ctx))
-	}
-}
-
 // A holder whose key was deleted by hand hands nothing on: its local waiter
 // takes the lock afresh once the keeper has found the holder lost.
 func TestLostHolderHandsNothingOn(t *testing.T) {
 	p, ctx, name, h1 := heldMutex(t)
 	key := h1.(*handle).key
-	got, errc := acquireAsync(ctx, p.Mutex(name))
+	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
 
 	require.NoError(t, p.kv.Delete(ctx, key))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrLockLost,
 		"the waiter took the lock while the local holder still believed it held it")
 	assert.Equal(t, 0, h2.(*handle).lease.run)
@@ -266,10 +206,10 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 // Handed-on grants are renewed like any other, past the TTL.
 func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	p, ctx, name, h1 := heldMutex(t)
-	got, errc := acquireAsync(ctx, p.Mutex(name))
+	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, h1.(*handle).key) == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	require.Equal(t, 1, h2.(*handle).lease.run)
 
 	time.Sleep(testTTL + testTTL/2)
@@ -291,10 +231,10 @@ func TestSemaphoreLocalHandoff(t *testing.T) {
 	s := p.Semaphore(name, 1)
 	h1, err := s.TryAcquire(ctx)
 	require.NoError(t, err)
-	got, errc := acquireAsync(ctx, p.Semaphore(name, 1))
+	got, errc := locktest.AcquireAsync(ctx, p.Semaphore(name, 1))
 	require.Eventually(t, func() bool { return waiters(p, semaphoreKeys(name)+".*") == 1 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	assert.Equal(t, 1, h2.(*handle).lease.run)
 	assert.Equal(t, h1.(*handle).key, h2.(*handle).key)
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())

@@ -62,7 +62,7 @@ type lockKeys struct {
 	// For a mutex, the heads of its script calls and its WakeKey, boxed
 	// once (Client.call).
 	acquire, try, release, spare []any
-	wakeArg                 any
+	wakeArg                      any
 }
 
 // Prepare returns l with its keys under c's prefix computed once, for a

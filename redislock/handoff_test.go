@@ -2,9 +2,7 @@ package redislock
 
 import (
 	"context"
-	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 // slowHandoffs lets a run of local handoffs last as long as a test takes
@@ -26,39 +25,12 @@ func line(p *Provider, name string) string {
 // waiters returns how many Acquires of p stand in mutex name's line.
 func waiters(p *Provider, name string) int { return p.hand.Len(line(p, name)) }
 
-// acquireAsync starts l.Acquire(ctx) and returns channels for its outcome.
-func acquireAsync(ctx context.Context, l core.Locker) (<-chan core.Handle, <-chan error) {
-	got, errc := make(chan core.Handle, 1), make(chan error, 1)
-	go func() {
-		h, err := l.Acquire(ctx)
-		if err != nil {
-			errc <- err
-			return
-		}
-		got <- h
-	}()
-	return got, errc
-}
-
-func receive(t *testing.T, got <-chan core.Handle, errc <-chan error) core.Handle {
-	t.Helper()
-	select {
-	case h := <-got:
-		return h
-	case err := <-errc:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the waiter did not get the lock")
-	}
-	return nil
-}
-
 // waitInLine starts an Acquire of mutex name on p and waits until it stands
 // in the line.
 func waitInLine(t *testing.T, ctx context.Context, p *Provider, name string) (<-chan core.Handle, <-chan error) {
 	t.Helper()
 	n := waiters(p, name)
-	got, errc := acquireAsync(ctx, p.Mutex(name))
+	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
 	require.Eventually(t, func() bool { return waiters(p, name) == n+1 }, 5*time.Second, time.Millisecond)
 	return got, errc
 }
@@ -104,7 +76,7 @@ func TestLocalHandoff(t *testing.T) {
 	assert.Equal(t, core.Holder{ID: "local", Token: h1.FencingToken()}, who)
 
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	assert.Equal(t, 1, run(h2), "granted by a local handoff")
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	assert.NoError(t, h2.Context().Err())
@@ -169,7 +141,7 @@ func TestLocalHandoffRunIsBounded(t *testing.T) {
 		got, errc := waitInLine(t, ctx, p, name)
 		tok := h.FencingToken()
 		require.NoError(t, h.Release(ctx))
-		h = receive(t, got, errc)
+		h = locktest.Receive(t, got, errc)
 		require.Greater(t, h.FencingToken(), tok)
 		runs = append(runs, run(h))
 		owners[ownerOf(t, p, name)] = true
@@ -189,7 +161,7 @@ func TestLocalHandoffYieldsToOtherProcesses(t *testing.T) {
 	name := uniqueName(t)
 	h, err := p.Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err)
-	rgot, rerrc := acquireAsync(ctx, other.Mutex(name))
+	rgot, rerrc := locktest.AcquireAsync(ctx, other.Mutex(name))
 	require.Eventually(t, func() bool {
 		v, _ := p.client.Redis().Get(ctx, line(p, name)).Result()
 		return strings.HasSuffix(v, "+")
@@ -206,11 +178,11 @@ func TestLocalHandoffYieldsToOtherProcesses(t *testing.T) {
 	}
 	for i := range 2 {
 		require.NoError(t, h.Release(ctx))
-		h = receive(t, local[i].got, local[i].errc)
+		h = locktest.Receive(t, local[i].got, local[i].errc)
 		require.Equal(t, i+1, run(h))
 	}
 	require.NoError(t, h.Release(ctx))
-	rh := receive(t, rgot, rerrc)
+	rh := locktest.Receive(t, rgot, rerrc)
 	assert.Greater(t, rh.FencingToken(), h.FencingToken())
 	select {
 	case <-local[2].got:
@@ -218,7 +190,7 @@ func TestLocalHandoffYieldsToOtherProcesses(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	require.NoError(t, rh.Release(ctx))
-	h = receive(t, local[2].got, local[2].errc)
+	h = locktest.Receive(t, local[2].got, local[2].errc)
 	assert.Greater(t, h.FencingToken(), rh.FencingToken())
 	assert.Equal(t, 0, run(h))
 	require.NoError(t, h.Release(ctx))
@@ -234,7 +206,7 @@ func TestLocalHandoffOff(t *testing.T) {
 	owner := ownerOf(t, p, name)
 	got, errc := waitInLine(t, ctx, p, name)
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	assert.Equal(t, 0, run(h2))
 	assert.NotEqual(t, owner, ownerOf(t, p, name), "handed on with handoffs off")
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
@@ -277,40 +249,6 @@ func TestHandoffToWaiterThatLeft(t *testing.T) {
 	require.NoError(t, h2.Release(ctx))
 }
 
-// Waiters whose contexts end at any moment around the release never leave
-// the lock held: whatever they were handed is released on.
-func TestWaiterGivesUpDuringHandoff(t *testing.T) {
-	p := newProvider(t)
-	other := newProvider(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := uniqueName(t)
-	for i := range 30 {
-		h, err := p.Mutex(name).TryAcquire(ctx)
-		require.NoError(t, err, "round %d", i)
-		var wg sync.WaitGroup
-		for range 3 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				wctx, cancel := context.WithTimeout(ctx, time.Duration(rand.N(3000))*time.Microsecond)
-				defer cancel()
-				if wh, err := p.Mutex(name).Acquire(wctx); err == nil {
-					assert.NoError(t, wh.Release(ctx))
-				} else {
-					assert.ErrorIs(t, err, core.ErrNotAcquired)
-				}
-			}()
-		}
-		time.Sleep(time.Duration(rand.N(2000)) * time.Microsecond)
-		require.NoError(t, h.Release(ctx))
-		wg.Wait()
-		oh, err := other.Mutex(name).TryAcquire(ctx)
-		require.NoError(t, err, "round %d: the lock was left held", i)
-		require.NoError(t, oh.Release(ctx))
-	}
-}
-
 // A holder whose key was deleted by hand hands nothing on: its local waiter
 // takes the lock afresh once the keeper has found the holder lost.
 func TestLostHolderHandsNothingOn(t *testing.T) {
@@ -323,7 +261,7 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 	got, errc := waitInLine(t, ctx, p, name)
 
 	require.NoError(t, p.client.Redis().Del(ctx, line(p, name)).Err())
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrLockLost,
 		"the waiter took the lock while the local holder still believed it held it")
 	assert.Equal(t, 0, run(h2))
@@ -346,7 +284,7 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	require.NoError(t, err)
 	got, errc := waitInLine(t, ctx, p, name)
 	require.NoError(t, h1.Release(ctx))
-	h2 := receive(t, got, errc)
+	h2 := locktest.Receive(t, got, errc)
 	require.Equal(t, 1, run(h2))
 
 	time.Sleep(testTTL + testTTL/2)
@@ -358,51 +296,4 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	_, err = newProvider(t).Mutex(name).TryAcquire(ctx)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	require.NoError(t, h2.Release(ctx))
-}
-
-// Many waiters of one Provider and of another take turns under the
-// default bounds: never two holders, tokens always increasing, and every
-// waiter served.
-func TestLocalHandoffUnderContention(t *testing.T) {
-	ps := []*Provider{newProvider(t), newProvider(t)}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	name := uniqueName(t)
-	var (
-		mu     sync.Mutex
-		inside int
-		last   uint64
-		grants [8]int
-		wg     sync.WaitGroup
-	)
-	for i := range grants {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			m := ps[i%2].Mutex(name)
-			for range 25 {
-				h, err := m.Acquire(ctx)
-				if !assert.NoError(t, err) {
-					return
-				}
-				mu.Lock()
-				inside++
-				assert.Equal(t, 1, inside, "two holders")
-				assert.Greater(t, h.FencingToken(), last, "token went back")
-				last = h.FencingToken()
-				grants[i]++
-				mu.Unlock()
-				time.Sleep(200 * time.Microsecond)
-				mu.Lock()
-				inside--
-				mu.Unlock()
-				assert.NoError(t, h.Release(ctx))
-			}
-		}()
-	}
-	wg.Wait()
-	for i, n := range grants {
-		assert.Equal(t, 25, n, "worker %d", i)
-	}
-	assert.Empty(t, ownerOf(t, ps[0], name), "left held")
 }

@@ -173,6 +173,8 @@ var mutexCases = []mutexCase{
 	{"Parallel100", testParallel},
 	{"Names", testNames},
 	{"FencingMonotonic", testFencing},
+	{"FencingUnderContention", testFencingContended},
+	{"WaitersGiveUpAroundRelease", testWaitersGiveUp},
 }
 
 func bg() context.Context { return context.Background() }
@@ -538,6 +540,99 @@ func testFencing(t *testing.T, s *suite, l lockerFunc) {
 		}
 		last = h.FencingToken()
 		mustRelease(t, h)
+	}
+}
+
+// testFencingContended: workers of both Providers take turns on one lock
+// (a backend that hands a lock on within a process does so here, and lets
+// the other process in between): one holder at a time, every grant's token
+// above the one before it, every worker served.
+func testFencingContended(t *testing.T, s *suite, l lockerFunc) {
+	name := s.name("fence-contended")
+	const workers, each = 6, 15
+	ctx, cancel := context.WithTimeout(bg(), 2*time.Minute)
+	defer cancel()
+	lockers := []core.Locker{l(t, 0, name), l(t, 1, name)}
+	var (
+		mu     sync.Mutex
+		inside int
+		last   uint64
+		grants [workers]int
+		wg     sync.WaitGroup
+	)
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				h, err := lockers[i%2].Acquire(ctx)
+				if err != nil {
+					t.Errorf("worker %d: %v", i, err)
+					return
+				}
+				mu.Lock()
+				inside++
+				if inside != 1 {
+					t.Errorf("%d holders at once", inside)
+				}
+				if tok := h.FencingToken(); tok <= last {
+					t.Errorf("token %d after %d", tok, last)
+				}
+				last = h.FencingToken()
+				grants[i]++
+				mu.Unlock()
+				time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond)
+				mu.Lock()
+				inside--
+				mu.Unlock()
+				if err := h.Release(bg()); err != nil {
+					t.Errorf("worker %d: release: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i, n := range grants {
+		if n != each {
+			t.Errorf("worker %d got %d grants, want %d", i, n, each)
+		}
+	}
+}
+
+// testWaitersGiveUp: waiters of both Providers whose contexts end at any
+// moment around a release never leave the lock held: a grant made or
+// handed to them as they gave up is released again.
+func testWaitersGiveUp(t *testing.T, s *suite, l lockerFunc) {
+	name := s.name("giveup")
+	for round := range 20 {
+		h := mustTry(t, l(t, 0, name))
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(bg(), time.Duration(rand.IntN(3000))*time.Microsecond)
+				defer cancel()
+				wh, err := l(t, w%2, name).Acquire(ctx)
+				switch {
+				case err == nil:
+					if err := wh.Release(bg()); err != nil {
+						t.Errorf("release: %v", err)
+					}
+				case !errors.Is(err, core.ErrNotAcquired):
+					t.Errorf("err = %v, want one matching ErrNotAcquired", err)
+				}
+			}()
+		}
+		time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+		mustRelease(t, h)
+		wg.Wait()
+		free, err := l(t, 1, name).TryAcquire(bg())
+		if err != nil {
+			t.Fatalf("round %d: the lock was left held: %v", round, err)
+		}
+		mustRelease(t, free)
 	}
 }
 

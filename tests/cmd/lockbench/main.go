@@ -33,7 +33,7 @@ import (
 // its own client connection(s) shared by all the Lockers it returns.
 // uncontendedChunk is how many uncontended cycles a case runs before the
 // next case takes its turn.
-const uncontendedChunk = 50
+const uncontendedChunk = 10
 
 type benchCase struct {
 	Name string
