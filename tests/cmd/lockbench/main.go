@@ -83,15 +83,17 @@ func main() {
 		// and the turn starts at the next case each time, so no case
 		// always follows the same one.
 		ids := make([]string, len(cases))
+		solo := make([]core.Locker, len(cases)) // one Locker per case and round
 		for i, c := range cases {
 			ids[i] = fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
+			solo[i] = c.New(ids[i] + "/u")
 		}
 		for turn, done := 0, 0; done < *uncontended; turn, done = turn+1, done+uncontendedChunk {
 			n := min(uncontendedChunk, *uncontended-done)
 			for k := range cases {
 				i := (turn + k) % len(cases)
 				c := cases[i]
-				lat, err := locktest.MeasureUncontended(ctx, c.New(ids[i]+"/u"), n)
+				lat, err := locktest.MeasureUncontended(ctx, solo[i], n)
 				if err != nil {
 					fail(c, err)
 				}
