@@ -35,6 +35,19 @@ func waitInLine(t *testing.T, ctx context.Context, p *Provider, name string) (<-
 	return got, errc
 }
 
+// heldMutex returns a Provider with slow handoff runs and opts, a test
+// context, and a mutex name that the returned handle holds.
+func heldMutex(t *testing.T, opts ...Option) (*Provider, context.Context, string, core.Handle) {
+	t.Helper()
+	p := newProvider(t, append([]Option{slowHandoffs()}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	name := uniqueName(t)
+	h, err := p.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	return p, ctx, name, h
+}
+
 // ownerOf reads the owner value in mutex name's key ("" when free).
 func ownerOf(t *testing.T, p *Provider, name string) string {
 	t.Helper()
@@ -106,12 +119,7 @@ func TestLocalHandoff(t *testing.T) {
 // A release with no spare at hand (a waiter lined up as the holder
 // released) draws the waiter's token itself.
 func TestLocalHandoffWithoutSpare(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := uniqueName(t)
-	h1, err := p.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	p, ctx, name, h1 := heldMutex(t)
 	w, first := p.hand.Enqueue(line(p, name), "")
 	require.True(t, first)
 	require.NoError(t, h1.Release(ctx))
@@ -252,12 +260,7 @@ func TestHandoffToWaiterThatLeft(t *testing.T) {
 // A holder whose key was deleted by hand hands nothing on: its local waiter
 // takes the lock afresh once the keeper has found the holder lost.
 func TestLostHolderHandsNothingOn(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := uniqueName(t)
-	h1, err := p.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	p, ctx, name, h1 := heldMutex(t)
 	got, errc := waitInLine(t, ctx, p, name)
 
 	require.NoError(t, p.client.Redis().Del(ctx, line(p, name)).Err())
@@ -276,12 +279,7 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 
 // Handed-on grants are renewed like any other, past the TTL.
 func TestHandedOnLeaseIsRenewed(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	name := uniqueName(t)
-	h1, err := p.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	p, ctx, name, h1 := heldMutex(t)
 	got, errc := waitInLine(t, ctx, p, name)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
@@ -293,7 +291,7 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	require.True(t, ok)
 	assert.NoError(t, st.Err)
 	assert.Positive(t, st.Renewals)
-	_, err = newProvider(t).Mutex(name).TryAcquire(ctx)
+	_, err := newProvider(t).Mutex(name).TryAcquire(ctx)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	require.NoError(t, h2.Release(ctx))
 }
