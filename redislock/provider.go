@@ -22,11 +22,13 @@ var errClosed = errors.New("redislock: provider closed")
 // is safe for concurrent use. Make one per process and client, and Close it
 // when done.
 //
-// A Provider runs at most two goroutines: the lease keeper, while handles
+// A Provider runs two long-lived goroutines: the lease keeper, while handles
 // are held past half a renew interval (all renewals that fall due together
 // go out in one pipeline), and the pub/sub listener, while some Acquire is
 // waiting (and a few seconds after, to spare reconnects under steady
-// contention). Close stops both.
+// contention). While its own Acquires wait for a mutex it holds, it also
+// draws fencing tokens for the local handoff, one short call at a time per
+// held mutex. Close stops them all and waits for them.
 type Provider struct {
 	client *Client
 	cfg    config
