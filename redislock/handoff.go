@@ -115,7 +115,7 @@ func (ls *lease) mayHandOff() bool {
 // value.
 func (ls *lease) reserve(record bool) {
 	ls.mu.Lock()
-	if ls.done || ls.drawing != nil || (ls.spare != 0 && !record) {
+	if ls.done || ls.drawing != nil || (!record && ls.spareFresh()) {
 		ls.mu.Unlock()
 		return
 	}
@@ -141,6 +141,12 @@ func (ls *lease) reserve(record bool) {
 		ls.mu.Unlock()
 		close(d)
 	}
+}
+
+// spareFresh reports whether ls has a spare young enough to hand on
+// without I/O (see handOff). ls.mu is held.
+func (ls *lease) spareFresh() bool {
+	return ls.spare != 0 && time.Since(ls.spareAt) < ls.p.cfg.ttl/6
 }
 
 // release is the handle's release: it hands the key to the first local
@@ -175,7 +181,7 @@ func (ls *lease) handOff(ctx context.Context, w *core.Waiter[*handle]) (bool, er
 	p := ls.p
 	for {
 		ls.mu.Lock()
-		if ls.spare != 0 && time.Since(ls.spareAt) < p.cfg.ttl/6 {
+		if ls.spareFresh() {
 			tok, at := ls.spare, ls.spareAt
 			ls.spare = 0
 			ls.mu.Unlock()

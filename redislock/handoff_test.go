@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -294,4 +296,60 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	_, err := newProvider(t).Mutex(name).TryAcquire(ctx)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	require.NoError(t, h2.Release(ctx))
+}
+
+// TryAcquire, which skips the local line, racing waiters of the same
+// Provider: never two holders, and once everyone stops the lock is free at
+// once (no grant was left to a waiter that had stopped waiting).
+func TestTryAcquireRacingLocalWaiters(t *testing.T) {
+	p := newProvider(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name := uniqueName(t)
+	var (
+		mu     sync.Mutex
+		inside int
+		grants int
+		wg     sync.WaitGroup
+	)
+	hold := func(h core.Handle) {
+		mu.Lock()
+		inside++
+		assert.Equal(t, 1, inside, "two holders")
+		grants++
+		mu.Unlock()
+		time.Sleep(time.Duration(rand.N(300)) * time.Microsecond)
+		mu.Lock()
+		inside--
+		mu.Unlock()
+		assert.NoError(t, h.Release(ctx))
+	}
+	stop := time.Now().Add(500 * time.Millisecond)
+	for i := range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(stop) {
+				if i < 2 {
+					if h, err := p.Mutex(name).TryAcquire(ctx); err == nil {
+						hold(h)
+					}
+					continue
+				}
+				wctx, wcancel := context.WithTimeout(ctx, time.Duration(1+rand.N(5))*time.Millisecond)
+				h, err := p.Mutex(name).Acquire(wctx)
+				wcancel()
+				if err == nil {
+					hold(h)
+				} else {
+					assert.ErrorIs(t, err, core.ErrNotAcquired)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Positive(t, grants)
+	h, err := newProvider(t).Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err, "the lock was left held")
+	require.NoError(t, h.Release(ctx))
 }

@@ -47,7 +47,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 		}
 		owner, token, _ = strings.Cut(strings.TrimSuffix(v, "+"), ":")
 		token, _, _ = strings.Cut(token, "/")
-		if ls, ok := l.p.hand.Holder(l.p.client.Key(l.lock)); ok && ls.grant.Owner == owner {
+		if ls, ok := l.p.hand.Holder(l.p.client.Key(l.lock)); ok && ls.grant.Owner == owner && !ls.lost() && !ls.h.Released() {
 			// Ours: the local holder knows its token even before the
 			// write that follows a handoff without a round trip landed.
 			return core.Holder{ID: ownerIdentity(owner), Token: ls.h.FencingToken()}, true, nil

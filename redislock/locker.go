@@ -109,24 +109,36 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	take, forget := p.waker.expectHandoff(hkey)
 	defer forget()
 	w, first := p.hand.Enqueue(line, hkey)
-	queued := false // we asked the server: withdraw from its queue when giving up
+	// away: we asked the server, which may queue us there; from then on
+	// no release of ours hands us the lock (a grant must never reach us
+	// both ways), and giving up withdraws us from the server's queue.
+	away := false
 	lastStart := time.Now()
 	fresh := false // we just queued on the server: wait before asking again
 	var h core.Handle
 	var err error
-	if hl, ok := p.hand.Holder(line); first && (!ok || hl.lost()) {
-		// First in line and not held here: try at once. Only a busy lock
-		// costs the subscription below.
-		p.hand.Away(w)
-		queued = true
-		h, _, err = l.try(ctx, owner, wait)
-		fresh = true
-		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
-			p.hand.Leave(line, w) // away: nothing was handed to us
-			if err != nil {
-				l.gaveUp(ctx, owner, err)
+	// First in line and not held here: try at once (only a busy lock costs
+	// the subscription below). Away first, so that no release claims us
+	// from the moment we look for a local holder.
+	if first && p.hand.Away(w) {
+		if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
+			p.hand.Back(w) // held here: wait for its release below
+		} else {
+			away, fresh = true, true
+			h, _, err = l.try(ctx, owner, wait)
+			if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
+				if g, handed, _ := p.hand.Leave(line, w); handed {
+					// Cannot happen (we were away), but a handle is never
+					// dropped unreleased.
+					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+					_ = g.Release(rctx)
+					cancel()
+				}
+				if err != nil {
+					l.gaveUp(ctx, owner, err)
+				}
+				return h, err
 			}
-			return h, err
 		}
 	}
 	// Listen for a handoff by the server, a local handoff, a local
@@ -150,17 +162,22 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 				// had left: the lease started after lastStart.
 				return p.newHandle(Grant{Lock: l.lock, Owner: owner}, tok, lastStart), 0, nil
 			}
-			if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
-				// Held here: its release hands the lock to us or wakes
-				// us. Have a token ready for the handoff.
-				if hl.mayHandOff() {
-					hl.reserve(false)
+			if !away {
+				if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
+					// Held here: its release hands the lock to us or
+					// wakes us. Have a token ready for the handoff.
+					if hl.mayHandOff() {
+						hl.reserve(false)
+					}
+					return nil, 0, errHeldHere
 				}
-				return nil, 0, errHeldHere
+				if !p.hand.Away(w) {
+					return nil, 0, errHeldHere // a handoff to us is under way
+				}
+				away = true
 			}
-			if !p.hand.Away(w) {
-				return nil, 0, errHeldHere // a handoff to us is under way
-			}
+			// Away (queued, or about to be): keep our place on the server,
+			// whoever holds the lock.
 			if fresh {
 				// Queued by the try before we listened: wait for the
 				// handoff instead of asking again. Were its announcement
@@ -169,7 +186,6 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 				fresh = false
 				return nil, 0, errHeldElsewhere
 			}
-			queued = true
 			lastStart = time.Now()
 			return l.try(ctx, owner, wait)
 		})
@@ -192,7 +208,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 		cancel()
 	}
 	if err != nil {
-		if queued {
+		if away {
 			l.gaveUp(ctx, owner, err)
 		}
 		return nil, p.wrap("acquire", l.lock.Name, err)
