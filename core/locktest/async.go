@@ -2,6 +2,7 @@ package locktest
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -36,4 +37,27 @@ func Receive(t testing.TB, got <-chan core.Handle, errc <-chan error) core.Handl
 		t.Fatal("the waiter did not get the lock")
 	}
 	return nil
+}
+
+// RequireKept waits 1.5 × ttl and fails the test unless h is still held:
+// its context alive, its lease renewed at least once and without error
+// when h reports its lease (core.LeaseReporter), and other, a Locker of
+// the same lock on another Provider, still unable to take it.
+func RequireKept(t testing.TB, h core.Handle, ttl time.Duration, other core.Locker) {
+	t.Helper()
+	time.Sleep(ttl + ttl/2)
+	if err := context.Cause(h.Context()); err != nil {
+		t.Fatalf("the lease was not renewed: %v", err)
+	}
+	if lr, ok := h.(core.LeaseReporter); ok {
+		if st, kept := lr.Lease(); kept && (st.Err != nil || st.Renewals == 0) {
+			t.Fatalf("lease state %+v: want renewals and no error", st)
+		}
+	}
+	if oh, err := other.TryAcquire(context.Background()); err == nil {
+		_ = oh.Release(context.Background())
+		t.Fatal("another Provider took the lock from a kept handle")
+	} else if !errors.Is(err, core.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of another Provider: %v", err)
+	}
 }
