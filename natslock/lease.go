@@ -207,24 +207,31 @@ func (e *entry) advance(rev uint64, at time.Time) {
 // that ends it. ok is false once l is released (or ctx ended).
 func (l *lease) beginWrite(ctx context.Context) (rev uint64, end func(), ok bool) {
 	e := l.e
+	if !e.lockIdle(ctx) {
+		return 0, nil, false
+	}
+	defer e.mu.Unlock()
+	if l.done {
+		return 0, nil, false
+	}
+	return e.rev, e.startWrite(), true
+}
+
+// lockIdle locks e.mu once no write of ours is in flight and reports true;
+// it reports false, e.mu not held, when ctx ends first.
+func (e *entry) lockIdle(ctx context.Context) bool {
 	for {
 		e.mu.Lock()
-		if l.done {
-			e.mu.Unlock()
-			return 0, nil, false
+		w := e.writing
+		if w == nil {
+			return true
 		}
-		if w := e.writing; w != nil {
-			e.mu.Unlock()
-			select {
-			case <-w:
-				continue
-			case <-ctx.Done():
-				return 0, nil, false
-			}
-		}
-		rev, end = e.rev, e.startWrite()
 		e.mu.Unlock()
-		return rev, end, true
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return false
+		}
 	}
 }
 
@@ -244,19 +251,11 @@ func (e *entry) startWrite() (end func()) {
 // settle waits, within ctx, for our write in flight, so that what follows
 // does not race it, and returns the latest revision we wrote.
 func (e *entry) settle(ctx context.Context) uint64 {
-	for {
+	if !e.lockIdle(ctx) {
 		e.mu.Lock()
-		w, rev := e.writing, e.rev
-		e.mu.Unlock()
-		if w == nil {
-			return rev
-		}
-		select {
-		case <-w:
-		case <-ctx.Done():
-			return rev
-		}
 	}
+	defer e.mu.Unlock()
+	return e.rev
 }
 
 // release hands the key to a waiter of this Provider when it may

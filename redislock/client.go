@@ -78,7 +78,7 @@ func (c *Client) Prepare(l Lock) Lock {
 	k.mutex = slices.Clip(c.mutexKeys(l))
 	if l.Kind == KindMutex {
 		k.acquire = scriptMutexAcquire.head(k.mutex)
-		k.try = scriptMutexTry.head(k.mutex[:1])
+		k.try = scriptMutexAcquire.head(k.mutex[:1])
 		k.release = scriptMutexRelease.head(k.mutex)
 		k.spare = scriptMutexSpare.head(k.mutex[:1])
 		k.wakeArg = k.wake
@@ -318,7 +318,7 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	if k := c.prepared(l); k != nil && l.Kind == KindMutex {
 		if wait <= 0 {
 			// Neither queues nor marks: the lock key alone will do.
-			return acquireResult(c.call(ctx, scriptMutexTry, k.try, owner, ms))
+			return acquireResult(c.call(ctx, scriptMutexAcquire, k.try, owner, ms, 0, ""))
 		}
 		return acquireResult(c.call(ctx, scriptMutexAcquire, k.acquire, owner, ms, wait.Milliseconds(), c.inboxArg))
 	}

@@ -30,7 +30,6 @@ var (
 	scriptMemberList     = load("member_list")
 	scriptHeartbeat      = load("member_heartbeat")
 	scriptMutexSpare     = load("mutex_spare")
-	scriptMutexTry       = load("mutex_try")
 )
 
 // script is a Lua script with its source, for calls that build their own

@@ -1,4 +1,5 @@
--- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua), KEYS[5] (optional)
+-- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua; a caller that does
+-- not wait, ARGV[3] = 0, may pass the lock key alone), KEYS[5] (optional)
 -- the name's durable counter: when given, a grant increments it and its
 -- value is the token (Client.AcquireCounted)
 -- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] wait ms (0: TryAcquire, do not queue),
@@ -30,7 +31,9 @@ if string.sub(holder, 1, #mine) == mine then
   -- Handed over by a release whose message this waiter has not seen, or
   -- granted by a request whose reply was lost: claim it for a full TTL.
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  if KEYS[2] then
+    dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  end
   if KEYS[5] then
     -- The counter was bumped when this grant was made.
     local n = tonumber(redis.call('GET', KEYS[5]) or '0')
