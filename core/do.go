@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 )
 
 // Do acquires l (waiting as Acquire does), runs fn under a context that is
@@ -46,13 +48,13 @@ func mergeCancel(ctx, other context.Context) (context.Context, func()) {
 // order and joins the errors.
 func AcquireAll(ctx context.Context, lockers ...Locker) (Handle, error) {
 	if len(lockers) == 0 {
-		return nil, Invalid("AcquireAll: no lockers")
+		return nil, fmt.Errorf("%w: AcquireAll: no lockers", ErrInvalidArgument)
 	}
 	hs := make([]Handle, 0, len(lockers))
 	for _, l := range lockers {
 		if l == nil {
 			releaseAll(context.WithoutCancel(ctx), hs)
-			return nil, Invalid("AcquireAll: nil locker")
+			return nil, fmt.Errorf("%w: AcquireAll: nil locker", ErrInvalidArgument)
 		}
 		h, err := l.Acquire(ctx)
 		if err != nil {
@@ -72,33 +74,49 @@ func releaseAll(ctx context.Context, hs []Handle) error {
 	return errors.Join(errs...)
 }
 
-// MultiHandle is the handle AcquireAll returns. Its Lease reports false:
-// each of Handles reports its own lease.
-type MultiHandle struct {
-	*BaseHandle
+// multiHandle is the handle AcquireAll returns: its context ends when any
+// member's does, and Release stops watching the members, then releases them
+// in reverse order. Handles returns the members in acquisition order.
+type multiHandle struct {
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
 	handles []Handle
 	stops   []func() bool
+	once    sync.Once
 }
 
-func newMultiHandle(hs []Handle) *MultiHandle {
-	m := &MultiHandle{handles: hs}
-	m.BaseHandle = NewHandle(hs[0].FencingToken(), func(ctx context.Context) error {
-		for _, stop := range m.stops {
-			stop()
-		}
-		return releaseAll(ctx, hs)
-	})
+func newMultiHandle(hs []Handle) *multiHandle {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	m := &multiHandle{ctx: ctx, cancel: cancel, handles: hs}
 	for _, h := range hs {
 		m.stops = append(m.stops, context.AfterFunc(h.Context(), func() {
 			if cause := context.Cause(h.Context()); errors.Is(cause, ErrLockLost) {
-				m.Lose(cause)
+				cancel(cause)
 			} else {
-				m.Lose(errors.New("a member lock was released"))
+				cancel(fmt.Errorf("%w: a member lock was released", ErrLockLost))
 			}
 		}))
 	}
 	return m
 }
 
-// Handles returns the member handles in acquisition order.
-func (m *MultiHandle) Handles() []Handle { return m.handles }
+func (m *multiHandle) Context() context.Context { return m.ctx }
+
+// FencingToken is the first member's token.
+func (m *multiHandle) FencingToken() uint64 { return m.handles[0].FencingToken() }
+
+// Release is idempotent: only the first call releases the members and
+// returns their joined errors.
+func (m *multiHandle) Release(ctx context.Context) error {
+	var err error
+	m.once.Do(func() {
+		m.cancel(ErrReleased)
+		for _, stop := range m.stops {
+			stop()
+		}
+		err = releaseAll(ctx, m.handles)
+	})
+	return err
+}
+
+func (m *multiHandle) Handles() []Handle { return m.handles }

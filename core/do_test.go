@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 func TestDo(t *testing.T) {
@@ -85,8 +86,8 @@ func TestAcquireAllMemberLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := h.(*core.MultiHandle)
-	m.Handles()[1].(*core.BaseHandle).Lose(errors.New("gone"))
+	m := h.(interface{ Handles() []core.Handle })
+	m.Handles()[1].(*kit.BaseHandle).Lose(errors.New("gone"))
 	<-h.Context().Done()
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))

@@ -1,5 +1,5 @@
-// Package core holds the contract every distlock backend implements and the
-// machinery they share.
+// Package core is the contract every distlock backend implements and every
+// user of a lock codes against.
 //
 // A backend (filelock, redislock, redlock, pglock, natslock) is a [Provider]:
 // it makes named [Locker] values for mutexes, reader-writer locks and
@@ -37,17 +37,6 @@
 //
 // The package core/locktest checks all of this against any Provider.
 //
-// # Shared machinery
-//
-// Backends build on [Wait] (randomized bounded backoff that wakes early on a
-// [Notifier] signal), [Gates] (one local contender per lock, the others
-// queued in arrival order), [Keeper] (renews leases in batches on a cadence
-// and declares a lease lost when its trust window closes, even if the
-// backend call hangs), [BaseHandle] (the context, the idempotent release,
-// the fencing token, and the lease's renewals as a [LeaseReporter]) and
-// [SafeName] (a portable encoding of any name into a short file-system and
-// key-safe string).
-//
 // # Optional interfaces
 //
 // A backend that can track live instances implements [Membership] (and
@@ -55,5 +44,7 @@
 // uses it when present); polllease needs it. A Locker that can say who holds
 // it implements [Inspector]; election uses it to name the leader.
 //
-// core depends on the standard library only.
+// The machinery backends share (handles, lease keeping, waiting, local
+// handoff) is in core/kit, for backend authors. core depends on the
+// standard library only.
 package core

@@ -1,15 +1,11 @@
 package core
 
-import (
-	"context"
-	"fmt"
-	"os"
-)
+import "context"
 
 // Holder describes who holds a lock.
 type Holder struct {
 	// ID is the identity the holder's Provider was configured with
-	// (by default DefaultIdentity of the holder's process).
+	// (by default "hostname-pid" of the holder's process).
 	ID string
 	// Token is the holder's fencing token.
 	Token uint64
@@ -21,13 +17,4 @@ type Inspector interface {
 	// Holder reports the current holder; held is false when the lock is
 	// free. It is one round trip and takes no lock.
 	Holder(ctx context.Context) (h Holder, held bool, err error)
-}
-
-// DefaultIdentity names this process for Inspector: "hostname-pid".
-func DefaultIdentity() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "unknown-host"
-	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

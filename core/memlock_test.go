@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // memLocker is a tiny in-process lock used to test core's helpers (Do,
@@ -15,23 +16,23 @@ type memLocker struct {
 	mu   sync.Mutex
 	held bool
 	tok  uint64
-	n    core.Notifier
+	n    kit.Notifier
 }
 
 func (m *memLocker) Name() string { return m.name }
 
 func (m *memLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, core.NotAcquired(ctx)
+		return nil, kit.NotAcquired(ctx)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.held {
-		return nil, core.Busy("held")
+		return nil, kit.Busy("held")
 	}
 	m.held = true
 	m.tok++
-	return core.NewHandle(m.tok, func(context.Context) error {
+	return kit.NewHandle(m.tok, func(context.Context) error {
 		m.mu.Lock()
 		m.held = false
 		m.mu.Unlock()
@@ -43,7 +44,7 @@ func (m *memLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 func (m *memLocker) Acquire(ctx context.Context) (core.Handle, error) {
 	wake, stop := m.n.Subscribe(m.name)
 	defer stop()
-	return core.Wait(ctx, core.DefaultBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	return kit.Wait(ctx, kit.DefaultBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		h, err := m.TryAcquire(ctx)
 		return h, 0, err
 	})

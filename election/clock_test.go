@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
 )
 
@@ -97,7 +97,7 @@ func TestRetryBackoffFollowsClock(t *testing.T) {
 	m := newMemLocker(uniqueName(t))
 	m.setFail(errors.New("store down"))
 	clock := newFakeClock()
-	b := core.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}
+	b := kit.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}
 	// plainLocker: no Inspector, so no observer waits on the clock too.
 	c := start(t, plainLocker{m.as("a")}, election.Config{RetryBackoff: b, Clock: clock})
 	for n, max := range []time.Duration{100, 200, 400, 400} {

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Config configures an Election. The zero value of every optional field
@@ -13,7 +13,7 @@ import (
 // invariants with one error per field, each matching core.ErrInvalidArgument.
 type Config struct {
 	// ID names this candidate in events and logs. Default
-	// core.DefaultIdentity() ("hostname-pid"), which is also what backends
+	// kit.DefaultIdentity() ("hostname-pid"), which is also what backends
 	// report through core.Inspector unless their Provider was given another
 	// identity: give both the same ID so Leader and OnNewLeader name
 	// candidates the way you do.
@@ -54,7 +54,7 @@ type Config struct {
 	// delay in [d/2, d], d = min(Max, Min·2ⁿ). Default 50 ms growing to 5 s.
 	// A campaign that finds the lock held is not a failure: the candidate
 	// waits for the release as the Locker's Acquire does.
-	RetryBackoff core.Backoff
+	RetryBackoff kit.Backoff
 
 	// HealthCheck, when set, is called every HealthInterval. While it
 	// fails a leader resigns (the term ends with a cause matching
@@ -102,14 +102,14 @@ const (
 	releaseTimeout = 5 * time.Second
 )
 
-var defaultRetryBackoff = core.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
+var defaultRetryBackoff = kit.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
 
 // withDefaults validates c and fills in the defaults.
 func (c Config) withDefaults() (Config, error) {
 	if c.ID == "" {
-		c.ID = core.DefaultIdentity()
+		c.ID = kit.DefaultIdentity()
 	}
-	if c.RetryBackoff == (core.Backoff{}) {
+	if c.RetryBackoff == (kit.Backoff{}) {
 		c.RetryBackoff = defaultRetryBackoff
 	}
 	if c.HealthInterval == 0 {
@@ -129,21 +129,21 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case !utf8.ValidString(c.ID):
-		return c, core.Invalid("election: ID %q is not valid UTF-8", c.ID)
+		return c, kit.Invalid("election: ID %q is not valid UTF-8", c.ID)
 	case c.OnPromote == nil:
-		return c, core.Invalid("election: OnPromote is required")
+		return c, kit.Invalid("election: OnPromote is required")
 	case c.RetryBackoff.Min <= 0 || c.RetryBackoff.Max < c.RetryBackoff.Min:
-		return c, core.Invalid("election: RetryBackoff needs 0 < Min ≤ Max, got %v, %v", c.RetryBackoff.Min, c.RetryBackoff.Max)
+		return c, kit.Invalid("election: RetryBackoff needs 0 < Min ≤ Max, got %v, %v", c.RetryBackoff.Min, c.RetryBackoff.Max)
 	case c.HealthInterval < 0:
-		return c, core.Invalid("election: negative HealthInterval %v", c.HealthInterval)
+		return c, kit.Invalid("election: negative HealthInterval %v", c.HealthInterval)
 	case c.Priority < 0:
-		return c, core.Invalid("election: negative Priority %d (0 is the most preferred)", c.Priority)
+		return c, kit.Invalid("election: negative Priority %d (0 is the most preferred)", c.Priority)
 	case c.PriorityDelay < 0:
-		return c, core.Invalid("election: negative PriorityDelay %v", c.PriorityDelay)
+		return c, kit.Invalid("election: negative PriorityDelay %v", c.PriorityDelay)
 	case c.ResignDelay < 0:
-		return c, core.Invalid("election: negative ResignDelay %v", c.ResignDelay)
+		return c, kit.Invalid("election: negative ResignDelay %v", c.ResignDelay)
 	case c.ObserveInterval < 0:
-		return c, core.Invalid("election: negative ObserveInterval %v", c.ObserveInterval)
+		return c, kit.Invalid("election: negative ObserveInterval %v", c.ObserveInterval)
 	}
 	return c, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Election is one candidate in a leader election over a core.Locker. Every
@@ -35,9 +36,9 @@ type Election struct {
 // is not valid.
 func New(locker core.Locker, cfg Config) (*Election, error) {
 	if locker == nil {
-		return nil, core.Invalid("election: nil Locker")
+		return nil, kit.Invalid("election: nil Locker")
 	}
-	if err := core.ValidateName(locker.Name()); err != nil {
+	if err := kit.ValidateName(locker.Name()); err != nil {
 		return nil, fmt.Errorf("election: %w", err)
 	}
 	cfg, err := cfg.withDefaults()
@@ -239,19 +240,19 @@ func (e *Election) campaignDeferred(ctx context.Context) (core.Handle, error) {
 			_, held, err := e.insp.Holder(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
-					return nil, core.NotAcquired(ctx)
+					return nil, kit.NotAcquired(ctx)
 				}
 				return nil, err
 			}
 			if held {
-				if !e.sleep(ctx, core.Backoff{Min: delay, Max: delay}.Delay(0)) {
-					return nil, core.NotAcquired(ctx)
+				if !e.sleep(ctx, kit.Backoff{Min: delay, Max: delay}.Delay(0)) {
+					return nil, kit.NotAcquired(ctx)
 				}
 				continue
 			}
 		}
 		if !e.sleep(ctx, delay) {
-			return nil, core.NotAcquired(ctx)
+			return nil, kit.NotAcquired(ctx)
 		}
 		h, err := e.locker.TryAcquire(ctx)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
 )
 
@@ -30,8 +31,8 @@ func TestNewRejectsBrokenConfig(t *testing.T) {
 		{"invalid UTF-8 name", newMemLocker("a\xffb").as("a"), nil, core.ErrInvalidName, ""},
 		{"no OnPromote", l, func(c *election.Config) { c.OnPromote = nil }, core.ErrInvalidArgument, "OnPromote"},
 		{"invalid UTF-8 ID", l, func(c *election.Config) { c.ID = "\xff" }, core.ErrInvalidArgument, "ID"},
-		{"backoff max < min", l, func(c *election.Config) { c.RetryBackoff = core.Backoff{Min: time.Second, Max: time.Millisecond} }, core.ErrInvalidArgument, "RetryBackoff"},
-		{"backoff min 0", l, func(c *election.Config) { c.RetryBackoff = core.Backoff{Max: time.Second} }, core.ErrInvalidArgument, "RetryBackoff"},
+		{"backoff max < min", l, func(c *election.Config) { c.RetryBackoff = kit.Backoff{Min: time.Second, Max: time.Millisecond} }, core.ErrInvalidArgument, "RetryBackoff"},
+		{"backoff min 0", l, func(c *election.Config) { c.RetryBackoff = kit.Backoff{Max: time.Second} }, core.ErrInvalidArgument, "RetryBackoff"},
 		{"negative health interval", l, func(c *election.Config) { c.HealthInterval = -1 }, core.ErrInvalidArgument, "HealthInterval"},
 		{"negative priority", l, func(c *election.Config) { c.Priority = -1 }, core.ErrInvalidArgument, "Priority"},
 		{"negative priority delay", l, func(c *election.Config) { c.PriorityDelay = -1 }, core.ErrInvalidArgument, "PriorityDelay"},
@@ -53,7 +54,7 @@ func TestNewRejectsBrokenConfig(t *testing.T) {
 
 	e, err := election.New(l, ok)
 	require.NoError(t, err)
-	assert.Equal(t, core.DefaultIdentity(), e.ID(), "ID defaults to the process identity")
+	assert.Equal(t, kit.DefaultIdentity(), e.ID(), "ID defaults to the process identity")
 	assert.Equal(t, "x", e.Name())
 }
 
@@ -189,7 +190,7 @@ func TestCampaignFailuresAreRetried(t *testing.T) {
 	m.setFail(down)
 	var metrics countingMetrics
 	c := start(t, m.as("a"), election.Config{
-		RetryBackoff: core.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond},
+		RetryBackoff: kit.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond},
 		Metrics:      &metrics,
 	})
 	for range 3 {
@@ -210,7 +211,7 @@ func TestCampaignFailuresAreRetried(t *testing.T) {
 func TestPermanentErrorsStopRun(t *testing.T) {
 	for _, want := range []error{core.ErrInvalidName, core.ErrInvalidArgument, core.ErrUnsupported} {
 		t.Run(want.Error(), func(t *testing.T) {
-			e, err := election.New(core.FailedLocker("x", want), election.Config{OnPromote: blockUntilDone})
+			e, err := election.New(kit.FailedLocker("x", want), election.Config{OnPromote: blockUntilDone})
 			require.NoError(t, err)
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()

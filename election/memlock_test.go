@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // memLocker is a tiny in-process lock for state-machine unit tests (the idea
@@ -14,10 +15,10 @@ import (
 // tested against filelock and, in the tests module, the server backends.
 type memLocker struct {
 	name string
-	n    core.Notifier
+	n    kit.Notifier
 
 	mu     sync.Mutex
-	holder *core.BaseHandle
+	holder *kit.BaseHandle
 	owner  string
 	tok    uint64
 	fail   error // when set, every attempt fails with it
@@ -56,7 +57,7 @@ func (m *memLocker) lose() bool {
 
 func (m *memLocker) try(ctx context.Context, id string) (core.Handle, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, core.NotAcquired(ctx)
+		return nil, kit.NotAcquired(ctx)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -64,11 +65,11 @@ func (m *memLocker) try(ctx context.Context, id string) (core.Handle, error) {
 		return nil, &core.Error{Backend: "mem", Op: "acquire", Name: m.name, Err: m.fail}
 	}
 	if m.holder != nil {
-		return nil, core.Busy("held by %s", m.owner)
+		return nil, kit.Busy("held by %s", m.owner)
 	}
 	m.tok++
-	var h *core.BaseHandle
-	h = core.NewHandle(m.tok, func(context.Context) error {
+	var h *kit.BaseHandle
+	h = kit.NewHandle(m.tok, func(context.Context) error {
 		m.mu.Lock()
 		mine := m.holder == h
 		if mine {
@@ -88,7 +89,7 @@ func (m *memLocker) try(ctx context.Context, id string) (core.Handle, error) {
 func (m *memLocker) acquire(ctx context.Context, id string) (core.Handle, error) {
 	wake, stop := m.n.Subscribe(m.name)
 	defer stop()
-	return core.Wait(ctx, core.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}, wake,
+	return kit.Wait(ctx, kit.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}, wake,
 		func(ctx context.Context) (core.Handle, time.Duration, error) {
 			h, err := m.try(ctx, id)
 			return h, 0, err

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // RoleEvent is an Event of one role of a RoleManager.
@@ -43,7 +44,7 @@ func NewRoleManager(onEvent func(RoleEvent)) *RoleManager {
 // taken, or when the manager is running, and New's errors.
 func (m *RoleManager) Add(role string, locker core.Locker, cfg Config) (*Election, error) {
 	if role == "" {
-		return nil, core.Invalid("election: empty role")
+		return nil, kit.Invalid("election: empty role")
 	}
 	if own := cfg.OnEvent; m.onEvent != nil {
 		cfg.OnEvent = func(ev Event) {
@@ -63,9 +64,9 @@ func (m *RoleManager) Add(role string, locker core.Locker, cfg Config) (*Electio
 	defer m.mu.Unlock()
 	switch {
 	case m.running:
-		return nil, core.Invalid("election: role %q added while the RoleManager runs", role)
+		return nil, kit.Invalid("election: role %q added while the RoleManager runs", role)
 	case m.roles[role] != nil:
-		return nil, core.Invalid("election: role %q added twice", role)
+		return nil, kit.Invalid("election: role %q added twice", role)
 	}
 	m.roles[role] = e
 	m.order = append(m.order, role)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
 )
 
@@ -95,7 +96,7 @@ func TestRoleManagerStopsOnPermanentError(t *testing.T) {
 	m := election.NewRoleManager(nil)
 	_, err := m.Add("good", newMemLocker(uniqueName(t)).as("me"), election.Config{OnPromote: blockUntilDone})
 	require.NoError(t, err)
-	_, err = m.Add("bad", core.FailedLocker("bad", core.ErrUnsupported), election.Config{OnPromote: blockUntilDone})
+	_, err = m.Add("bad", kit.FailedLocker("bad", core.ErrUnsupported), election.Config{OnPromote: blockUntilDone})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()

@@ -26,7 +26,7 @@
 //
 // A name is never used as a path. It becomes a stem of at most 54
 // characters from [A-Za-z0-9_-]: a readable prefix of the name, '-', and a
-// Base32 SHA-256 hash of the exact name (core.SafeName, with the prefix cut
+// Base32 SHA-256 hash of the exact name (kit.SafeName, with the prefix cut
 // to 27 characters). With an extension, every file name is a portable one of
 // at most 64 characters, so any non-empty UTF-8 name works, "../x" and "a/b"
 // included, and nothing is ever written outside the directory. Names are
@@ -82,7 +82,7 @@
 // A Mutex, and an RWMutex's write side, implement core.Inspector, so
 // election can name the leader. While it holds the lock, a Mutex holder or
 // an RWMutex writer keeps "<identity>\n<token>\n" in its lock file: the
-// Provider's identity ([WithIdentity], default core.DefaultIdentity(),
+// Provider's identity ([WithIdentity], default kit.DefaultIdentity(),
 // "hostname-pid") and its fencing token, written before Acquire returns and
 // removed before Release unlocks. Holder reads that record and checks with a
 // non-blocking probe that the file is still locked, so a holder that died

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // eventually bounds the waits of these tests: long enough never to fire on
@@ -23,7 +24,7 @@ const eventually = 10 * time.Second
 
 // noPoll is a backoff so long that a waiter that finishes did not poll: it
 // was woken by a release signal.
-var noPoll = WithBackoff(core.Backoff{Min: time.Hour, Max: time.Hour})
+var noPoll = WithBackoff(kit.Backoff{Min: time.Hour, Max: time.Hour})
 
 func newProvider(t *testing.T, dir string, opts ...Option) *Provider {
 	t.Helper()
@@ -177,8 +178,8 @@ func TestNewBadDirectory(t *testing.T) {
 		})
 	}
 	for name, opt := range map[string]Option{
-		"zero backoff":        WithBackoff(core.Backoff{}),
-		"inverted backoff":    WithBackoff(core.Backoff{Min: time.Second, Max: time.Millisecond}),
+		"zero backoff":        WithBackoff(kit.Backoff{}),
+		"inverted backoff":    WithBackoff(kit.Backoff{Min: time.Second, Max: time.Millisecond}),
 		"zero check interval": WithCheckInterval(0),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -381,7 +382,7 @@ func TestWaitWakesOnRelease(t *testing.T) {
 	}{
 		{"other process via inotify", false, []Option{noPoll}},
 		{"same provider", true, []Option{noPoll, withoutNotify()}},
-		{"poll fallback", false, []Option{withoutNotify(), WithBackoff(core.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond})}},
+		{"poll fallback", false, []Option{withoutNotify(), WithBackoff(kit.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond})}},
 	} {
 		for _, k := range kinds {
 			t.Run(c.name+"/"+k.name, func(t *testing.T) {

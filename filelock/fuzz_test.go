@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // FuzzFileStemsDistinct checks that two distinct names never share a lock
@@ -18,7 +18,7 @@ func FuzzFileStemsDistinct(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if a == b || core.ValidateName(a) != nil || core.ValidateName(b) != nil {
+		if a == b || kit.ValidateName(a) != nil || kit.ValidateName(b) != nil {
 			return
 		}
 		sa, sb := fileStem(a), fileStem(b)

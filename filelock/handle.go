@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // handle is a granted file lock. Its context ends with core.ErrReleased on
@@ -13,7 +13,7 @@ import (
 // on Linux, otherwise within the check interval) or when the Provider is
 // closed.
 type handle struct {
-	*core.BaseHandle
+	*kit.BaseHandle
 	p    *Provider
 	name string
 	key  string

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Holder records
@@ -64,7 +65,7 @@ var (
 )
 
 // Holder reports who holds the mutex: the identity the holder's Provider
-// was given (WithIdentity, default core.DefaultIdentity) and the holder's
+// was given (WithIdentity, default kit.DefaultIdentity) and the holder's
 // fencing token; held is false when the mutex is free. It never waits and
 // takes no lock that could delay an acquire of a held or free lock: it
 // opens the lock file read-only, reads the holder record and, only when
@@ -90,7 +91,7 @@ func (l *rwmutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 
 func (p *Provider) holder(ctx context.Context, name, path string) (core.Holder, bool, error) {
 	if ctx == nil {
-		return core.Holder{}, false, opError("holder", name, core.Invalid("nil context"))
+		return core.Holder{}, false, opError("holder", name, kit.Invalid("nil context"))
 	}
 	if err := ctx.Err(); err != nil {
 		return core.Holder{}, false, opError("holder", name, err)

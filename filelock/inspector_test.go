@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // inspected are the primitives that implement core.Inspector.
@@ -257,7 +258,7 @@ func TestWithIdentity(t *testing.T) {
 	}
 	p, err := New(t.TempDir())
 	require.NoError(t, err)
-	assert.Equal(t, core.DefaultIdentity(), p.id)
+	assert.Equal(t, kit.DefaultIdentity(), p.id)
 	require.NoError(t, p.Close())
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // membershipDir holds one directory per group, and beside it the group's
@@ -39,7 +40,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 		return err
 	}
 	if ttl <= 0 {
-		return opError("register", group, core.Invalid("ttl %v must be positive", ttl))
+		return opError("register", group, kit.Invalid("ttl %v must be positive", ttl))
 	}
 	expiry := p.now().Add(ttl).UnixNano()
 	err := p.withGroup(ctx, group, false, func(dir string) error {
@@ -112,13 +113,13 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 
 func (p *Provider) memberArgs(ctx context.Context, op, group string, ids ...string) error {
 	if ctx == nil {
-		return opError(op, group, core.Invalid("nil context"))
+		return opError(op, group, kit.Invalid("nil context"))
 	}
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return opError(op, group, fmt.Errorf("group: %w", err))
 	}
 	for _, id := range ids {
-		if err := core.ValidateName(id); err != nil {
+		if err := kit.ValidateName(id); err != nil {
 			return opError(op, group, fmt.Errorf("member id: %w", err))
 		}
 	}
@@ -155,7 +156,7 @@ func (p *Provider) withGroup(ctx context.Context, group string, shared bool, fn 
 		// Held only for a few file operations at a time: poll.
 		select {
 		case <-ctx.Done():
-			return core.NotAcquired(ctx)
+			return kit.NotAcquired(ctx)
 		case <-time.After(p.backoff.Delay(n)):
 		}
 	}

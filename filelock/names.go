@@ -3,7 +3,7 @@ package filelock
 import (
 	"strings"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // stemPrefixMax is the longest readable prefix a file stem keeps, so that
@@ -12,13 +12,13 @@ import (
 const stemPrefixMax = 27
 
 // fileStem returns the file name stem for a lock, group or member name: the
-// portable encoding of core.SafeName (a readable prefix, '-', a Base32
+// portable encoding of kit.SafeName (a readable prefix, '-', a Base32
 // SHA-256 hash of the exact name) with the prefix cut to stemPrefixMax
 // characters. The hash alone tells names apart, so cutting the prefix loses
 // nothing. A stem has no '.', so a file's stem is its name up to the first
 // dot, and it can be neither "." nor "..".
 func fileStem(name string) string {
-	s := core.SafeName(name)
+	s := kit.SafeName(name)
 	i := strings.LastIndexByte(s, '-')
 	if i > stemPrefixMax {
 		s = s[:stemPrefixMax] + s[i:]

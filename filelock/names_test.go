@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 var portable = regexp.MustCompile(`^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}$`)
@@ -28,7 +28,7 @@ func FuzzFileNames(f *testing.F) {
 	}
 	f.Cleanup(func() { _ = p.Close() })
 	f.Fuzz(func(t *testing.T, name string) {
-		if core.ValidateName(name) != nil {
+		if kit.ValidateName(name) != nil {
 			return
 		}
 		check := func(parent, path string) {

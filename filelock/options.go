@@ -4,14 +4,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Option configures a Provider.
 type Option func(*options)
 
 type options struct {
-	backoff       core.Backoff
+	backoff       kit.Backoff
 	checkInterval time.Duration
 	notify        bool
 	identity      string
@@ -24,27 +24,27 @@ func defaults() options {
 		// (inotify on Linux); the backoff bounds how long it takes to
 		// notice a lock freed without a report: a holder that died, or a
 		// platform without notification.
-		backoff: core.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond},
+		backoff: kit.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond},
 		// How often held lock files are checked for deletion or
 		// replacement when no notification says so.
 		checkInterval: time.Second,
 		notify:        true,
-		identity:      core.DefaultIdentity(),
+		identity:      kit.DefaultIdentity(),
 	}
 }
 
 func (o options) validate() error {
 	switch {
 	case o.backoff.Min <= 0 || o.backoff.Max < o.backoff.Min:
-		return core.Invalid("filelock: backoff needs 0 < Min ≤ Max, got %v, %v", o.backoff.Min, o.backoff.Max)
+		return kit.Invalid("filelock: backoff needs 0 < Min ≤ Max, got %v, %v", o.backoff.Min, o.backoff.Max)
 	case o.checkInterval <= 0:
-		return core.Invalid("filelock: check interval must be positive, got %v", o.checkInterval)
+		return kit.Invalid("filelock: check interval must be positive, got %v", o.checkInterval)
 	case o.identity == "":
-		return core.Invalid("filelock: empty identity")
+		return kit.Invalid("filelock: empty identity")
 	case strings.ContainsRune(o.identity, '\n'):
-		return core.Invalid("filelock: identity %q contains a newline", o.identity)
+		return kit.Invalid("filelock: identity %q contains a newline", o.identity)
 	case len(o.identity) > MaxIdentity:
-		return core.Invalid("filelock: identity is %d bytes, more than %d", len(o.identity), MaxIdentity)
+		return kit.Invalid("filelock: identity is %d bytes, more than %d", len(o.identity), MaxIdentity)
 	}
 	return nil
 }
@@ -54,7 +54,7 @@ func (o options) validate() error {
 // backoff only bounds how late a waiter notices a lock freed without such a
 // signal, such as by a process that died holding it. Default 2 ms growing to
 // 100 ms.
-func WithBackoff(b core.Backoff) Option {
+func WithBackoff(b kit.Backoff) Option {
 	return func(o *options) { o.backoff = b }
 }
 
@@ -73,7 +73,7 @@ const MaxIdentity = 1024
 // holder, or an RWMutex's writer. Give each process its own, and give an
 // election candidate the same ID as its election.Config. It must be
 // non-empty, at most MaxIdentity bytes and without a newline. Default
-// core.DefaultIdentity() ("hostname-pid").
+// kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
 }

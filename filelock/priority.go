@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // starveAfter is how many races for a released lock a waiter loses before
@@ -34,7 +35,7 @@ type priority struct {
 }
 
 // wrap returns try with the priority rule around it.
-func (pr *priority) wrap(try core.Attempt) core.Attempt {
+func (pr *priority) wrap(try kit.Attempt) kit.Attempt {
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
 		pr.tries++
 		// The first try of an Acquire always goes ahead: on a free lock it

@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // countingTry is an attempt that always finds the lock busy and counts the
 // times it ran.
-func countingTry(n *int) core.Attempt {
+func countingTry(n *int) kit.Attempt {
 	return func(context.Context) (core.Handle, time.Duration, error) {
 		*n++
 		return nil, 0, core.ErrNotAcquired

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // backend is the name errors carry in core.Error.Backend.
@@ -43,10 +44,10 @@ var errClosed = errors.New("filelock: provider closed")
 type Provider struct {
 	dir      string
 	id       string // recorded in lock files for Holder
-	backoff  core.Backoff
+	backoff  kit.Backoff
 	now      func() time.Time // the clock of membership expiry
-	notifier core.Notifier
-	keeper   *core.Keeper
+	notifier kit.Notifier
+	keeper   *kit.Keeper
 	watcher  *watcher
 
 	// hookAfterOpen, when set (by tests), runs between opening a lock file
@@ -69,7 +70,7 @@ var _ core.Provider = (*Provider)(nil)
 // name the lock.
 func New(dir string, opts ...Option) (*Provider, error) {
 	if dir == "" {
-		return nil, core.Invalid("filelock: empty directory")
+		return nil, kit.Invalid("filelock: empty directory")
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -77,7 +78,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	}
 	switch fi, err := os.Stat(abs); {
 	case err == nil && !fi.IsDir():
-		return nil, core.Invalid("filelock: %q is not a directory", abs)
+		return nil, kit.Invalid("filelock: %q is not a directory", abs)
 	case err != nil && errors.Is(classify(err), core.ErrInvalidArgument):
 		// A parent is a file, or cannot be searched.
 		return nil, fmt.Errorf("filelock: directory %q: %w", abs, classify(err))
@@ -96,7 +97,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
 	}
-	p.keeper, err = core.NewKeeper(core.KeeperConfig{
+	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		Interval: o.checkInterval,
 		Renew:    p.recheck,
 	})
@@ -115,8 +116,8 @@ func (p *Provider) Dir() string { return p.dir }
 // Mutex returns the exclusive lock called name. It does no I/O; an invalid
 // name is reported by the acquire calls.
 func (p *Provider) Mutex(name string) core.Locker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedLocker(name, opError("acquire", name, err))
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedLocker(name, opError("acquire", name, err))
 	}
 	return &mutex{p: p, name: name, base: p.base(mutexDir, name)}
 }
@@ -125,8 +126,8 @@ func (p *Provider) Mutex(name string) core.Locker {
 // or one writer, and a waiting writer keeps new readers out. It does no I/O;
 // an invalid name is reported by the acquire calls.
 func (p *Provider) RWMutex(name string) core.RWLocker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedRWLocker(name, opError("acquire", name, err))
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedRWLocker(name, opError("acquire", name, err))
 	}
 	return &rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)}
 }
@@ -136,12 +137,12 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 // I/O; an invalid name, or max outside [1, MaxSemaphore], is reported by the
 // acquire calls.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedLocker(name, opError("acquire", name, err))
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedLocker(name, opError("acquire", name, err))
 	}
 	if max < 1 || max > MaxSemaphore {
-		return core.FailedLocker(name, opError("acquire", name,
-			core.Invalid("semaphore max %d is outside [1, %d]", max, MaxSemaphore)))
+		return kit.FailedLocker(name, opError("acquire", name,
+			kit.Invalid("semaphore max %d is outside [1, %d]", max, MaxSemaphore)))
 	}
 	return &semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max}
 }
@@ -190,10 +191,10 @@ func (p *Provider) base(kind, name string) string {
 // begin starts an acquire call: it checks the context and the Provider.
 func (p *Provider) begin(ctx context.Context, name string) error {
 	if ctx == nil {
-		return opError("acquire", name, core.Invalid("nil context"))
+		return opError("acquire", name, kit.Invalid("nil context"))
 	}
 	if ctx.Err() != nil {
-		return opError("acquire", name, core.NotAcquired(ctx))
+		return opError("acquire", name, kit.NotAcquired(ctx))
 	}
 	return p.usable(name)
 }
@@ -211,7 +212,7 @@ func (p *Provider) usable(name string) error {
 // the lock key wake it at once: from this Provider directly, from other
 // processes through the directory watcher. With fair, waiters that keep
 // losing the race get priority (see priority).
-func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try core.Attempt) (core.Handle, error) {
+func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try kit.Attempt) (core.Handle, error) {
 	p.watch(filepath.Dir(key))
 	wake, stop := p.notifier.Subscribe(key)
 	defer stop()
@@ -220,7 +221,7 @@ func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try co
 		defer pr.done()
 		try = pr.wrap(try)
 	}
-	h, err := core.Wait(ctx, p.backoff, wake, try)
+	h, err := kit.Wait(ctx, p.backoff, wake, try)
 	if err != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {
@@ -263,7 +264,7 @@ func (p *Provider) grant(name, key string, lf *lockFile, record bool) (core.Hand
 	}
 	start := time.Now()
 	h := &handle{p: p, name: name, key: key, file: lf}
-	h.BaseHandle = core.NewHandle(token, h.release)
+	h.BaseHandle = kit.NewHandle(token, h.release)
 
 	p.watch(filepath.Dir(key))
 	p.mu.Lock()
@@ -296,7 +297,7 @@ func (p *Provider) untrack(h *handle) {
 
 // recheck is the Keeper's periodic check that held lock files are still in
 // place, for file systems and platforms without change notification.
-func (p *Provider) recheck(_ context.Context, batch []*core.Lease) []error {
+func (p *Provider) recheck(_ context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	for i, l := range batch {
 		errs[i] = l.Data.(*handle).check()
@@ -345,5 +346,5 @@ func opError(op, name string, err error) error {
 
 // busy is what an attempt on a held lock returns.
 func busy(name, what string) error {
-	return opError("acquire", name, core.Busy("%s", what))
+	return opError("acquire", name, kit.Busy("%s", what))
 }

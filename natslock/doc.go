@@ -17,7 +17,7 @@
 // with history 1 and a bucket-level TTL equal to the lease TTL: nats-server
 // 2.9 has no per-key TTL, and a write to a key restarts its age. Acquire
 // writes the key expecting its latest revision to be none or a delete marker
-// (the KV Create); the Provider's lease keeper (core.Keeper) rewrites it
+// (the KV Create); the Provider's lease keeper (kit.Keeper) rewrites it
 // every TTL/3 expecting the revision it wrote last (the KV Update), batching
 // all due renewals into one pipelined round trip; Release writes a delete
 // marker expecting that revision (Delete with LastRevision), so it can never
@@ -48,7 +48,7 @@
 // marker's revision too, so the woken waiter takes the lock in one round
 // trip. Waiters of one Provider queue locally in arrival order and only the
 // first contends on the server. Because nats-server 2.9 removes an expired
-// key without a marker, a bounded randomized retry (core.DefaultBackoff,
+// key without a marker, a bounded randomized retry (kit.DefaultBackoff,
 // capped by the holder's remaining TTL) backs the watcher up.
 //
 // # Local handoff
@@ -80,7 +80,7 @@
 //
 // # Keys
 //
-// Names are escaped with core.SafeName (a readable prefix and a hash of the
+// Names are escaped with kit.SafeName (a readable prefix and a hash of the
 // exact name, so names stay case-sensitive and any UTF-8 name works), under
 // one prefix per kind: "m." for mutexes, "s.<name>.<slot>" for semaphore
 // slots, "rw.<name>.w" and "rw.<name>.r.<random>" for reader-writer locks.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // kvKey is what a JetStream KV key may be (nats.go jetstream keyValid):
@@ -40,7 +40,7 @@ func FuzzKeys(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		if core.ValidateName(a) != nil || core.ValidateName(b) != nil {
+		if kit.ValidateName(a) != nil || kit.ValidateName(b) != nil {
 			return
 		}
 		ka, wa := keysOf(a)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Local handoff. When a holder releases a mutex (or a semaphore slot) while
@@ -73,12 +74,12 @@ const defaultHandoffs = 8
 // The caller lines up behind the earlier waiters of this Provider for
 // watchKey; once first, it waits as Provider.wait does, except that each
 // attempt first looks for a grant that a local release handed it.
-func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
+func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
 	if p.cfg.handoffs == 0 {
 		return p.wait(ctx, name, watchKey, try)
 	}
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
 	}
 	w, first := p.handoff.Enqueue(watchKey, "")
 	if first {
@@ -99,12 +100,12 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try cor
 				// Held here: a write could only fail. The release hands
 				// the key to us, or deletes it and wakes us.
 				return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name,
-					Err: core.Busy("held by this process (token %d)", l.value.Token)}
+					Err: kit.Busy("held by this process (token %d)", l.value.Token)}
 			}
 			return try(ctx)
 		})
 	case <-ctx.Done():
-		err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+		err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
 	}
 	g, handed, next := p.handoff.Leave(watchKey, w)
 	if next {
@@ -152,7 +153,7 @@ func (l *lease) runEnded() bool {
 
 // handoffTarget returns the waiter this release may hand the key to, or
 // nil when it must delete the key.
-func (l *lease) handoffTarget() *core.Waiter[*handle] {
+func (l *lease) handoffTarget() *kit.Waiter[*handle] {
 	if !l.mayHandOff() {
 		return nil
 	}
@@ -216,7 +217,7 @@ func (p *Provider) goBackground(fn func()) {
 // then the waiter holds it (or, if the waiter left meanwhile, it was
 // released on), and err is the error of that release. When the handoff
 // cannot be made, the waiter is given back and the caller deletes the key.
-func (l *lease) handOff(ctx context.Context, w *core.Waiter[*handle]) (bool, error) {
+func (l *lease) handOff(ctx context.Context, w *kit.Waiter[*handle]) (bool, error) {
 	e := l.e
 	lost := l.lost()
 	// The watcher relays every delete marker of the key: with it live and
@@ -287,7 +288,7 @@ func (l *lease) lost() bool {
 // the next handoff. When the waiter left meanwhile, h is released on
 // instead, which hands it to the next waiter or frees it: the run bound
 // ends such a chain.
-func (l *lease) deliver(ctx context.Context, w *core.Waiter[*handle], h *handle, named bool) error {
+func (l *lease) deliver(ctx context.Context, w *kit.Waiter[*handle], h *handle, named bool) error {
 	if !l.p.handoff.Deliver(w, h) {
 		return h.Release(ctx)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // cleanupTimeout bounds the detached clean-up of a write whose outcome a
@@ -44,7 +45,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			// surely a contender that took the lock. Skip the read; the
 			// watcher wakes us at the next release, and if the guess was
 			// wrong the next fallback retry (without a hint) finds out.
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.Busy("taken by a concurrent acquire")}
+			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.Busy("taken by a concurrent acquire")}
 		}
 	}
 	if isWrongSeq(err) {
@@ -62,7 +63,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			}
 			rev, err = p.write(ctx, key, val, expect)
 			if isWrongSeq(err) {
-				return nil, time.Millisecond, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.Busy("taken by a concurrent acquire")}
+				return nil, time.Millisecond, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.Busy("taken by a concurrent acquire")}
 			}
 		}
 	}
@@ -72,7 +73,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			p.cleanup(ctx, key, v.Owner)
 		}
 		if outer.Err() != nil {
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(outer)}
+			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(outer)}
 		}
 		return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
 	}
@@ -85,7 +86,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 // grant makes the handle of lease l, whose key the backend held for it at
 // start, and has the keeper renew it.
 func (p *Provider) grant(l *lease, start time.Time) *handle {
-	h := &handle{BaseHandle: core.NewHandle(l.value.Token, l.release), key: l.key, lease: l}
+	h := &handle{BaseHandle: kit.NewHandle(l.value.Token, l.release), key: l.key, lease: l}
 	l.base = h.BaseHandle
 	if l.handoff && l.key == l.watchKey {
 		p.handoff.SetHolder(l.key, l)
@@ -96,7 +97,7 @@ func (p *Provider) grant(l *lease, start time.Time) *handle {
 
 // handle is the Handle natslock returns; key is the KV key it holds.
 type handle struct {
-	*core.BaseHandle
+	*kit.BaseHandle
 	key   string
 	lease *lease
 }
@@ -104,9 +105,9 @@ type handle struct {
 func busy(msg *jetstream.RawStreamMsg) error {
 	v, err := decodeValue(msg.Data)
 	if err != nil {
-		return core.Busy("held (revision %d)", msg.Sequence)
+		return kit.Busy("held (revision %d)", msg.Sequence)
 	}
-	return core.Busy("held by %s (token %d)", v.ID, v.token(msg.Sequence))
+	return kit.Busy("held by %s (token %d)", v.ID, v.token(msg.Sequence))
 }
 
 // retryIn is how long the holder's entry has left before the bucket's TTL
@@ -139,7 +140,7 @@ type lease struct {
 	watchKey string // what this Provider's waiters for key subscribe to
 	e        *entry
 	value    value // what renewals write; value.Token is the grant's token
-	base     *core.BaseHandle
+	base     *kit.BaseHandle
 	// onRelease, when set before the handle is returned, runs after a
 	// successful release.
 	onRelease func()
@@ -335,7 +336,7 @@ func (l *lease) ours(ctx context.Context) (uint64, error) {
 // renew is the Keeper's Renew: it writes every lease of the batch again,
 // each expecting its last revision, pipelined over the connection (one round
 // trip for the batch), which restarts each key's age in the bucket.
-func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
+func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	if err := p.connected(ctx); err != nil {
 		for i := range errs {

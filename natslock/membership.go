@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Membership lives in a second bucket (WithMembersBucket), created on first
@@ -32,7 +33,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	}
 	if ttl <= 0 || ttl > p.cfg.memberMaxTTL {
 		return &core.Error{Backend: backend, Op: "register", Name: group,
-			Err: core.Invalid("ttl %v not in (0, %v] (WithMemberMaxTTL)", ttl, p.cfg.memberMaxTTL)}
+			Err: kit.Invalid("ttl %v not in (0, %v] (WithMemberMaxTTL)", ttl, p.cfg.memberMaxTTL)}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
@@ -69,7 +70,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 // through one short-lived ordered consumer (a few round trips: nats-server
 // 2.9 has no batched get).
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return nil, &core.Error{Backend: backend, Op: "members", Name: group, Err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
@@ -87,7 +88,7 @@ func (p *Provider) listMembers(ctx context.Context, group string) ([]string, err
 		return nil, err
 	}
 	ids := []string{}
-	err = p.scan(ctx, kv, core.SafeName(group)+".*", false, func(e jetstream.KeyValueEntry) {
+	err = p.scan(ctx, kv, kit.SafeName(group)+".*", false, func(e jetstream.KeyValueEntry) {
 		var m member
 		if json.Unmarshal(e.Value(), &m) == nil && time.Since(e.Created()) < time.Duration(m.TTLms)*time.Millisecond {
 			ids = append(ids, m.ID)
@@ -117,13 +118,13 @@ func (p *Provider) membersKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-func memberKey(group, id string) string { return core.SafeName(group) + "." + core.SafeName(id) }
+func memberKey(group, id string) string { return kit.SafeName(group) + "." + kit.SafeName(id) }
 
 func validMember(group, id string) error {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return err
 	}
-	if err := core.ValidateName(id); err != nil {
+	if err := kit.ValidateName(id); err != nil {
 		return fmt.Errorf("member id: %w", err)
 	}
 	return nil

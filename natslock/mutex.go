@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Mutex returns the exclusive lock name. It does no I/O; a bad name is
 // reported by the first acquire call (core.ErrInvalidName).
 //
-// The lock is the KV key "m.<core.SafeName(name)>". TryAcquire costs one
+// The lock is the KV key "m.<kit.SafeName(name)>". TryAcquire costs one
 // round trip when the lock is free and this Provider saw its last release
 // (or never saw the key used), up to three otherwise, and two when it is
 // held. The handle's fencing token is the KV revision of the grant. The
@@ -23,8 +24,8 @@ import (
 // the lock over instead, usually without a round trip (WithLocalHandoff).
 // The Locker implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
 	}
 	return &mutex{p: p, name: name, key: mutexKey(name)}
 }
@@ -71,7 +72,7 @@ func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 // core.ErrNotAcquired that names the holder.
 func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: m.name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: m.name, Err: kit.NotAcquired(ctx)}
 	}
 	h, _, err := m.attempt(false)(ctx)
 	return h, err
@@ -86,33 +87,33 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 
 // attempt makes one try; waiting tries may trust the watcher more (see
 // acquireKey).
-func (m *mutex) attempt(waiting bool) core.Attempt {
+func (m *mutex) attempt(waiting bool) kit.Attempt {
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return m.p.acquireKey(ctx, m.name, m.key, m.key, waiting, true)
 	}
 }
 
 // wait is Acquire for every primitive. Waiters of one Provider line up
-// behind a local gate per key (core.Gates); the first in line makes one
-// attempt, then, if the lock is busy, a core.Wait woken by the watcher of
+// behind a local gate per key (kit.Gates); the first in line makes one
+// attempt, then, if the lock is busy, a kit.Wait woken by the watcher of
 // watchKey. When this Provider watches the key already (a hot lock), it
 // subscribes before the first attempt instead, which saves the attempt that
-// core.Wait would repeat. A primitive that takes local handoffs waits
+// kit.Wait would repeat. A primitive that takes local handoffs waits
 // through waitLocal instead.
-func (p *Provider) wait(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
+func (p *Provider) wait(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
 	}
 	leave, err := p.gates.Enter(ctx, watchKey)
 	if err != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
 	}
 	defer leave()
 	return p.waitGated(ctx, name, watchKey, try)
 }
 
 // waitGated is the wait of the caller that is first in line.
-func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try core.Attempt) (core.Handle, error) {
+func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
 	if !p.watching(watchKey) {
 		h, _, err := try(ctx)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
@@ -121,7 +122,7 @@ func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try cor
 	}
 	wake, unsubscribe := p.notify.Subscribe(watchKey)
 	defer unsubscribe()
-	h, err := core.Wait(ctx, p.cfg.backoff, wake, try)
+	h, err := kit.Wait(ctx, p.cfg.backoff, wake, try)
 	if err != nil && ctx.Err() != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {

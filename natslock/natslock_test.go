@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/core/locktest"
 )
 
@@ -164,7 +165,7 @@ func TestKeyDeletedByHand(t *testing.T) {
 // not expire sooner.
 func TestWaiterWakesOnDelete(t *testing.T) {
 	const bucket, ttl = "distlock_test_long", time.Minute
-	slow := core.Backoff{Min: time.Minute, Max: time.Minute}
+	slow := kit.Backoff{Min: time.Minute, Max: time.Minute}
 	holder := newProvider(t, WithBucket(bucket), WithTTL(ttl))
 	waiter := newProvider(t, WithBucket(bucket), WithTTL(ttl), WithBackoff(slow))
 	ctx := ctxT(t, 30*time.Second)

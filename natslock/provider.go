@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 const backend = "nats"
@@ -39,7 +40,7 @@ type config struct {
 	ttl           time.Duration
 	memberMaxTTL  time.Duration
 	identity      string
-	backoff       core.Backoff
+	backoff       kit.Backoff
 	timeout       time.Duration
 	handoffs      int
 	handoffSpan   time.Duration // tests lengthen it
@@ -57,7 +58,7 @@ func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } 
 
 // WithIdentity sets the holder identity stored in every lock value and
 // reported by core.Inspector (a Mutex's Holder) and Provider.Holder. Default
-// core.DefaultIdentity(), "hostname-pid".
+// kit.DefaultIdentity(), "hostname-pid".
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
 // WithMembersBucket names the KV bucket used by the Membership methods.
@@ -70,8 +71,8 @@ func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.mem
 
 // WithBackoff sets the fallback retry cadence of a waiting Acquire. Waiters
 // normally wake on the key's delete; the backoff bounds what a missed signal
-// or a silent expiry can cost. Default core.DefaultBackoff.
-func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
+// or a silent expiry can cost. Default kit.DefaultBackoff.
+func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
 // WithTimeout bounds each operation's requests (an acquire attempt, a
 // release, a read), so a server that stops answering gives an error instead
@@ -100,12 +101,12 @@ type Provider struct {
 	stream jetstream.Stream
 	prefix string // subject prefix of the bucket's keys, "$KV.<bucket>."
 
-	keeper  *core.Keeper
-	notify  core.Notifier
+	keeper  *kit.Keeper
+	notify  kit.Notifier
 	hints   hints
 	spare   spareKeys
-	gates   core.Gates
-	handoff core.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
+	gates   kit.Gates
+	handoff kit.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
 
 	wmu      sync.Mutex
 	watches  map[string]*watch
@@ -136,8 +137,8 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		bucket:       defaultBucket,
 		ttl:          defaultTTL,
 		memberMaxTTL: defaultMemberMaxTTL,
-		identity:     core.DefaultIdentity(),
-		backoff:      core.DefaultBackoff,
+		identity:     kit.DefaultIdentity(),
+		backoff:      kit.DefaultBackoff,
 		timeout:      defaultTimeout,
 		handoffs:     defaultHandoffs,
 		handoffSpan:  defaultHandoffSpan,
@@ -152,21 +153,21 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	}
 	switch {
 	case js == nil:
-		return nil, core.Invalid("natslock: nil JetStream")
+		return nil, kit.Invalid("natslock: nil JetStream")
 	case cfg.ttl < 100*time.Millisecond:
-		return nil, core.Invalid("natslock: TTL %v is shorter than 100ms", cfg.ttl)
+		return nil, kit.Invalid("natslock: TTL %v is shorter than 100ms", cfg.ttl)
 	case cfg.memberMaxTTL < time.Second:
-		return nil, core.Invalid("natslock: member max TTL %v is shorter than 1s", cfg.memberMaxTTL)
+		return nil, kit.Invalid("natslock: member max TTL %v is shorter than 1s", cfg.memberMaxTTL)
 	case !validBucket(cfg.bucket):
-		return nil, core.Invalid("natslock: bad bucket name %q", cfg.bucket)
+		return nil, kit.Invalid("natslock: bad bucket name %q", cfg.bucket)
 	case !validBucket(cfg.membersBucket):
-		return nil, core.Invalid("natslock: bad members bucket name %q", cfg.membersBucket)
+		return nil, kit.Invalid("natslock: bad members bucket name %q", cfg.membersBucket)
 	case cfg.identity == "":
-		return nil, core.Invalid("natslock: empty identity")
+		return nil, kit.Invalid("natslock: empty identity")
 	case cfg.timeout <= 0:
-		return nil, core.Invalid("natslock: timeout %v is not positive", cfg.timeout)
+		return nil, kit.Invalid("natslock: timeout %v is not positive", cfg.timeout)
 	case cfg.handoffs < 0:
-		return nil, core.Invalid("natslock: local handoff run %d is negative", cfg.handoffs)
+		return nil, kit.Invalid("natslock: local handoff run %d is negative", cfg.handoffs)
 	}
 
 	ctx := context.Background() // the client bounds each request by its default timeout
@@ -188,7 +189,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the renewal's own round trip.
-	p.keeper, err = core.NewKeeper(core.KeeperConfig{TTL: cfg.ttl, Margin: cfg.ttl / 10, Renew: p.renew})
+	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{TTL: cfg.ttl, Margin: cfg.ttl / 10, Renew: p.renew})
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +221,7 @@ func openBucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl 
 		return nil, fmt.Errorf("natslock: bucket %q: %w", bucket, err)
 	}
 	if st.TTL() != ttl {
-		return nil, core.Invalid("natslock: bucket %q has TTL %v, want %v", bucket, st.TTL(), ttl)
+		return nil, kit.Invalid("natslock: bucket %q has TTL %v, want %v", bucket, st.TTL(), ttl)
 	}
 	return kv, nil
 }
@@ -258,7 +259,7 @@ func (p *Provider) Identity() string { return p.cfg.identity }
 // the mutex is free. It is Mutex(name).(core.Inspector).Holder in one call.
 // One round trip.
 func (p *Provider) Holder(ctx context.Context, name string) (id string, token uint64, err error) {
-	if err := core.ValidateName(name); err != nil {
+	if err := kit.ValidateName(name); err != nil {
 		return "", 0, &core.Error{Backend: backend, Op: "holder", Name: name, Err: err}
 	}
 	m := &mutex{p: p, name: name, key: mutexKey(name)}
@@ -306,11 +307,11 @@ func newOwner() string {
 
 // Key layout: one prefix per kind ("m.", "s.", "rw."), so a mutex, a
 // semaphore and a reader-writer lock of the same name never collide.
-// core.SafeName output ([A-Za-z0-9_-]) is valid KV key material and keeps
+// kit.SafeName output ([A-Za-z0-9_-]) is valid KV key material and keeps
 // names case-sensitive.
-func mutexKey(name string) string { return "m." + core.SafeName(name) }
+func mutexKey(name string) string { return "m." + kit.SafeName(name) }
 
-func semaphoreKeys(name string) string { return "s." + core.SafeName(name) }
+func semaphoreKeys(name string) string { return "s." + kit.SafeName(name) }
 
 func slotKey(prefix string, i int) string { return prefix + "." + strconv.Itoa(i) }
 

@@ -8,13 +8,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // RWMutex returns the reader-writer lock name. It does no I/O; a bad name
 // is reported by the first acquire call (core.ErrInvalidName).
 //
-// Layout: the writer key "rw.<core.SafeName(name)>.w", taken like a Mutex,
-// and one key per read grant, "rw.<core.SafeName(name)>.r.<random>", so each
+// Layout: the writer key "rw.<kit.SafeName(name)>.w", taken like a Mutex,
+// and one key per read grant, "rw.<kit.SafeName(name)>.r.<random>", so each
 // reader's share has its own lease and a dead reader frees only its share.
 // A Provider reuses the keys of its released read grants, so the reader keys
 // of a lock stay about as many as its peak concurrent readers.
@@ -37,10 +38,10 @@ import (
 // grant order across both sides. Waiters on either side watch all of the
 // lock's keys with one watcher.
 func (p *Provider) RWMutex(name string) core.RWLocker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedRWLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedRWLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
 	}
-	base := "rw." + core.SafeName(name)
+	base := "rw." + kit.SafeName(name)
 	return &rwMutex{p: p, name: name, wKey: base + ".w", rPrefix: base + ".r", watchKey: base + ".>"}
 }
 
@@ -61,7 +62,7 @@ func (rw *rwMutex) RLocker() core.Locker { return (*rLocker)(rw) }
 // a share; otherwise it fails with an error matching core.ErrNotAcquired.
 func (rw *rwMutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: kit.NotAcquired(ctx)}
 	}
 	var pending *handle
 	defer rw.drop(ctx, &pending)
@@ -91,7 +92,7 @@ func (rw *rwMutex) drop(ctx context.Context, pending **handle) {
 
 // writeAttempt takes the writer key (once; it is kept in *pending across
 // attempts) and grants the write side when no reader key is live.
-func (rw *rwMutex) writeAttempt(waiting bool, pending **handle) core.Attempt {
+func (rw *rwMutex) writeAttempt(waiting bool, pending **handle) kit.Attempt {
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
 		if *pending != nil && (*pending).Context().Err() != nil {
 			rw.drop(ctx, pending) // the writer key slipped away while we waited
@@ -106,12 +107,12 @@ func (rw *rwMutex) writeAttempt(waiting bool, pending **handle) core.Attempt {
 		n, err := rw.p.countLive(ctx, rw.rPrefix+".*")
 		if err != nil {
 			if ctx.Err() != nil {
-				err = core.NotAcquired(ctx)
+				err = kit.NotAcquired(ctx)
 			}
 			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: err}
 		}
 		if n > 0 {
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: core.Busy("%d readers hold the lock", n)}
+			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: kit.Busy("%d readers hold the lock", n)}
 		}
 		h := *pending
 		*pending = nil
@@ -128,7 +129,7 @@ func (r *rLocker) Name() string { return r.name }
 // then it fails with an error matching core.ErrNotAcquired.
 func (r *rLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: r.name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: r.name, Err: kit.NotAcquired(ctx)}
 	}
 	h, _, err := r.attempt(false)(ctx)
 	return h, err
@@ -139,7 +140,7 @@ func (r *rLocker) Acquire(ctx context.Context) (core.Handle, error) {
 	return r.p.wait(ctx, r.name, r.watchKey, r.attempt(true))
 }
 
-func (r *rLocker) attempt(waiting bool) core.Attempt {
+func (r *rLocker) attempt(waiting bool) kit.Attempt {
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
 		if waiting {
 			// Woken by some change: see whether a writer is still there
@@ -193,7 +194,7 @@ func (r *rLocker) retry(msg *jetstream.RawStreamMsg) time.Duration {
 func (r *rLocker) busyOr(ctx context.Context, msg *jetstream.RawStreamMsg, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		err = core.NotAcquired(ctx)
+		err = kit.NotAcquired(ctx)
 	case err == nil:
 		err = busy(msg)
 	}

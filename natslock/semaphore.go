@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // maxSlots bounds a semaphore's max: an attempt tries the slots one by one.
@@ -16,7 +17,7 @@ const maxSlots = 1024
 // invalid name, or a max outside [1, 1024], is reported by the first acquire
 // call.
 //
-// Each slot is a mutex on its own key, "s.<core.SafeName(name)>.<i>" for i
+// Each slot is a mutex on its own key, "s.<kit.SafeName(name)>.<i>" for i
 // in [0, max), so each slot has its own lease and a dead holder frees only
 // its slot: at most max holders, by construction. An attempt tries the slots
 // from a random one onwards until one is granted, so a full semaphore costs
@@ -27,12 +28,12 @@ const maxSlots = 1024
 // revisions, strictly increasing across all slots of the name. Every user
 // of the name must pass the same max.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
 	}
 	if max < 1 || max > maxSlots {
-		return core.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name,
-			Err: core.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)})
+		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name,
+			Err: kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)})
 	}
 	prefix := semaphoreKeys(name)
 	s := &semaphore{p: p, name: name, prefix: prefix, watchKey: prefix + ".*",
@@ -57,7 +58,7 @@ func (s *semaphore) Name() string { return s.name }
 // core.ErrNotAcquired.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: core.NotAcquired(ctx)}
+		return nil, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: kit.NotAcquired(ctx)}
 	}
 	h, _, err := s.try(ctx, false)
 	return h, err
@@ -84,5 +85,5 @@ func (s *semaphore) try(ctx context.Context, waiting bool) (core.Handle, time.Du
 			soonest = retryIn
 		}
 	}
-	return nil, soonest, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: core.Busy("all %d slots held", n)}
+	return nil, soonest, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: kit.Busy("all %d slots held", n)}
 }

@@ -8,10 +8,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
-// Waiting. A waiting Acquire subscribes to the Provider's core.Notifier under
+// Waiting. A waiting Acquire subscribes to the Provider's kit.Notifier under
 // the key (or, for a semaphore or a reader-writer lock, the pattern of its
 // keys) it waits on; waiters of one Provider first line up behind a local
 // gate per key (gate.go), so only one of them subscribes at a time. The first
@@ -30,7 +30,7 @@ import (
 // cannot share one consumer either.)
 //
 // nats-server 2.9 removes an expired key without a marker, so expiry is seen
-// by the bounded retry of core.Wait, whose sleep is capped by the holder's
+// by the bounded retry of kit.Wait, whose sleep is capped by the holder's
 // remaining TTL; the retry also covers a watcher that is still starting or
 // reconnecting.
 
@@ -138,7 +138,7 @@ func (p *Provider) runWatch(w *watch) {
 	for n := 0; w.ctx.Err() == nil; n++ {
 		kw, err := p.kv.Watch(w.ctx, w.key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
 		if err != nil {
-			t := time.NewTimer(core.DefaultBackoff.Delay(n))
+			t := time.NewTimer(kit.DefaultBackoff.Delay(n))
 			select {
 			case <-w.ctx.Done():
 			case <-t.C:

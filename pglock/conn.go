@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
@@ -44,7 +45,7 @@ type grant struct {
 	// other processes (semaphores, whose waiters cannot queue on the server).
 	notify bool
 	name   string // for errors
-	h      *core.BaseHandle
+	h      *kit.BaseHandle
 
 	// Local handoff (handoff.go). handoff: the grant may be handed on; run:
 	// how many handoffs in a row led to it, since runStart. spare and
@@ -192,7 +193,7 @@ func (p *Provider) sharedConn(ctx context.Context, key Key, mode lockMode, sem b
 				case <-ch:
 					continue
 				case <-ctx.Done():
-					return nil, core.NotAcquired(ctx)
+					return nil, kit.NotAcquired(ctx)
 				}
 			}
 			c, err := p.addConnLocked(ctx, false)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -137,7 +138,7 @@ func TestSemaphoreReleaseNotifies(t *testing.T) {
 
 	// End to end: with a backoff of a minute, only the notification can
 	// hand the slot over before the deadline.
-	p2.semBackoff = core.Backoff{Min: time.Minute, Max: time.Minute}
+	p2.semBackoff = kit.Backoff{Min: time.Minute, Max: time.Minute}
 	h, err = p1.Semaphore(name, 1).TryAcquire(ctx)
 	require.NoError(t, err)
 	got := make(chan error, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Local handoff. A session advisory lock belongs to the connection that
@@ -66,7 +67,7 @@ const (
 type waiter struct {
 	turn  chan struct{} // closed when the waiter becomes first in line
 	state waiterState
-	h     *core.BaseHandle // set in waiterGranted
+	h     *kit.BaseHandle // set in waiterGranted
 }
 
 // handoffs holds the lines of waiting exclusive Acquires per key and the
@@ -100,7 +101,7 @@ func (p *Provider) enqueue(key Key) *waiter {
 // leave takes w out of key's line, lets the next waiter move up, and
 // returns a handle that a release handed to w and w has not taken: the
 // caller then owns it.
-func (p *Provider) leave(key Key, w *waiter) *core.BaseHandle {
+func (p *Provider) leave(key Key, w *waiter) *kit.BaseHandle {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	h := w.h
@@ -140,14 +141,14 @@ func (p *Provider) localHolderLocked(key Key) *grant {
 // first, each attempt takes a grant a release handed it, waits locally
 // while a local exclusive grant holds the key, and otherwise tries and
 // blocks on the server as attempt does.
-func (l *locker) acquireLocal(ctx context.Context, wake <-chan struct{}, attempt core.Attempt) (core.Handle, error) {
+func (l *locker) acquireLocal(ctx context.Context, wake <-chan struct{}, attempt kit.Attempt) (core.Handle, error) {
 	p := l.p
 	w := p.enqueue(l.key)
 	var h core.Handle
 	var err error
 	select {
 	case <-w.turn:
-		h, err = core.Wait(ctx, core.DefaultBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		h, err = kit.Wait(ctx, kit.DefaultBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 			p.mu.Lock()
 			if w.state == waiterGranted {
 				p.mu.Unlock()
@@ -162,7 +163,7 @@ func (l *locker) acquireLocal(ctx context.Context, wake <-chan struct{}, attempt
 				if draw {
 					p.drawSpare(g)
 				}
-				return nil, 0, core.Busy("held by this process")
+				return nil, 0, kit.Busy("held by this process")
 			}
 			w.state = waiterTrying
 			p.mu.Unlock()
@@ -175,7 +176,7 @@ func (l *locker) acquireLocal(ctx context.Context, wake <-chan struct{}, attempt
 			return h, retry, err
 		})
 	case <-ctx.Done():
-		err = core.NotAcquired(ctx)
+		err = kit.NotAcquired(ctx)
 	}
 	g := p.leave(l.key, w)
 	if g == nil {
@@ -194,7 +195,7 @@ func (l *locker) acquireLocal(ctx context.Context, wake <-chan struct{}, attempt
 	_ = g.Release(rctx)
 	cancel()
 	if h == nil {
-		err = core.NotAcquired(ctx)
+		err = kit.NotAcquired(ctx)
 	}
 	return h, err
 }
@@ -297,7 +298,7 @@ func (p *Provider) handOff(ctx context.Context, g *grant) bool {
 	}
 	n := &grant{c: c, key: g.key, mode: g.mode, wake: g.wake, name: g.name,
 		handoff: true, run: g.run + 1, runStart: g.runStart}
-	n.h = core.NewHandle(uint64(g.spare), func(rctx context.Context) error {
+	n.h = kit.NewHandle(uint64(g.spare), func(rctx context.Context) error {
 		return p.release(rctx, n)
 	})
 	g.spare = 0

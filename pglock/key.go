@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Key is a PostgreSQL advisory lock key. PostgreSQL has two distinct key
@@ -67,7 +67,7 @@ func ParseKey(s string) (Key, error) {
 			return PairKey(int32(uint32(k1)), int32(uint32(k2))), nil
 		}
 	}
-	return Key{}, core.Invalid("pglock: %q is not a canonical advisory key", s)
+	return Key{}, kit.Invalid("pglock: %q is not a canonical advisory key", s)
 }
 
 func isLowerHex(s string) bool {
@@ -100,7 +100,7 @@ const maxPacked = 9
 // be the same lock. The empty name and invalid UTF-8 are rejected with an
 // error matching core.ErrInvalidName.
 func KeyOf(name string) (Key, error) {
-	if err := core.ValidateName(name); err != nil {
+	if err := kit.ValidateName(name); err != nil {
 		return Key{}, err
 	}
 	if k, err := ParseKey(name); err == nil {

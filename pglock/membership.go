@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -22,7 +22,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 		return p.errorf("register", group, err)
 	}
 	if ttl < time.Millisecond {
-		return p.errorf("register", group, core.Invalid("ttl %v must be at least 1ms", ttl))
+		return p.errorf("register", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
 	}
 	if err := p.ensureMembers(ctx); err != nil {
 		return p.errorf("register", group, err)
@@ -45,7 +45,7 @@ func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Dur
 		return nil, p.errorf("heartbeat", group, err)
 	}
 	if ttl < time.Millisecond {
-		return nil, p.errorf("heartbeat", group, core.Invalid("ttl %v must be at least 1ms", ttl))
+		return nil, p.errorf("heartbeat", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
 	}
 	if err := p.ensureMembers(ctx); err != nil {
 		return nil, p.errorf("heartbeat", group, err)
@@ -87,7 +87,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 // Members lists the live ids of group, sorted (by byte order), in one
 // round trip that reads only the group's rows (an index range scan).
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return nil, p.errorf("members", group, err)
 	}
 	if err := p.ensureMembers(ctx); err != nil {
@@ -109,11 +109,11 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 }
 
 func validMember(group, id string) error {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return err
 	}
-	if err := core.ValidateName(id); err != nil {
-		return core.Invalid("member id: %v", err)
+	if err := kit.ValidateName(id); err != nil {
+		return kit.Invalid("member id: %v", err)
 	}
 	return nil
 }

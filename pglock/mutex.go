@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -61,7 +62,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // already, with its error wrapped.
 func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, p.errorf("acquire", name, core.NotAcquired(ctx))
+		return nil, p.errorf("acquire", name, kit.NotAcquired(ctx))
 	}
 	h, err := try(ctx)
 	if err != nil {
@@ -84,7 +85,7 @@ func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context
 // the lock over (see "Local handoff" in the package documentation).
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.errorf("acquire", l.name, core.NotAcquired(ctx))
+		return nil, l.p.errorf("acquire", l.name, kit.NotAcquired(ctx))
 	}
 	wake, unsubscribe := l.p.notify.Subscribe(l.fence)
 	defer unsubscribe()
@@ -108,7 +109,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if l.handsOff() {
 		h, err = l.acquireLocal(ctx, wake, attempt)
 	} else {
-		h, err = core.Wait(ctx, core.DefaultBackoff, wake, attempt)
+		h, err = kit.Wait(ctx, kit.DefaultBackoff, wake, attempt)
 	}
 	if err != nil {
 		return nil, l.p.errorf("acquire", l.name, err)
@@ -130,7 +131,7 @@ func (l *locker) try(ctx context.Context) (core.Handle, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := l.p.sharedConn(ctx, l.key, l.mode, false)
 		if errors.Is(err, errLocalBusy) || errors.Is(err, errNoConn) {
-			return nil, core.Busy("%v", err)
+			return nil, kit.Busy("%v", err)
 		}
 		if err != nil {
 			return nil, err
@@ -158,7 +159,7 @@ func (l *locker) try(ctx context.Context) (core.Handle, error) {
 		}
 		if !ok {
 			c.mu.Unlock()
-			return nil, core.Busy("held by another session")
+			return nil, kit.Busy("held by another session")
 		}
 		return l.granted(ctx, c, *token)
 	}
@@ -169,14 +170,14 @@ func (l *locker) try(ctx context.Context) (core.Handle, error) {
 func (l *locker) granted(ctx context.Context, c *conn, token int64) (core.Handle, error) {
 	g := &grant{c: c, key: l.key, mode: l.mode, wake: l.fence, notify: l.notify, name: l.name,
 		handoff: l.handsOff(), runStart: time.Now()}
-	g.h = core.NewHandle(uint64(token), func(rctx context.Context) error {
+	g.h = kit.NewHandle(uint64(token), func(rctx context.Context) error {
 		return l.p.release(rctx, g)
 	})
 	c.addGrant(g)
 	c.mu.Unlock()
 	if ctx.Err() != nil {
 		_ = g.h.Release(ctx)
-		return nil, core.NotAcquired(ctx)
+		return nil, kit.NotAcquired(ctx)
 	}
 	return g.h, nil
 }
@@ -194,14 +195,14 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 		ms := math.Ceil(float64(time.Until(dl)) / float64(time.Millisecond))
 		if ms < 1 {
 			c.doneWaiting()
-			return nil, core.NotAcquired(ctx)
+			return nil, kit.NotAcquired(ctx)
 		}
 		q, args = l.p.sql.blockTimed(l.key, l.mode)
 		args = append(args, l.fence, l.p.opts.identity, strconv.FormatFloat(ms, 'f', 0, 64)+"ms")
 	}
 	if ctx.Err() != nil {
 		c.doneWaiting()
-		return nil, core.NotAcquired(ctx)
+		return nil, kit.NotAcquired(ctx)
 	}
 	var token int64
 	err := c.pc.QueryRow(ctx, q, args...).Scan(&token)
@@ -217,7 +218,7 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 		c.fail(err)
 		c.mu.Unlock()
 		if ctx.Err() != nil {
-			return nil, core.NotAcquired(ctx)
+			return nil, kit.NotAcquired(ctx)
 		}
 		return nil, err
 	}
@@ -231,10 +232,10 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 	var pgErr *pgconn.PgError
 	switch {
 	case ctx.Err() != nil:
-		return nil, core.NotAcquired(ctx)
+		return nil, kit.NotAcquired(ctx)
 	case errors.As(err, &pgErr) && pgErr.Code == "55P03":
 		// lock_timeout fired a moment before ctx's deadline: try again.
-		return nil, core.Busy("lock_timeout")
+		return nil, kit.Busy("lock_timeout")
 	}
 	return nil, err
 }

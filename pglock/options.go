@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -120,7 +120,7 @@ func WithMembersTable(name string) Option {
 func WithKeepalive(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return core.Invalid("pglock: keepalive %v must be positive", d)
+			return kit.Invalid("pglock: keepalive %v must be positive", d)
 		}
 		o.keepalive = d
 		return nil
@@ -134,7 +134,7 @@ func WithKeepalive(d time.Duration) Option {
 func WithMaxConns(n int) Option {
 	return func(o *options) error {
 		if n < 2 {
-			return core.Invalid("pglock: max conns %d must be at least 2", n)
+			return kit.Invalid("pglock: max conns %d must be at least 2", n)
 		}
 		o.maxConns = n
 		return nil
@@ -146,7 +146,7 @@ func WithMaxConns(n int) Option {
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) error {
 		if d <= 0 {
-			return core.Invalid("pglock: timeout %v must be positive", d)
+			return kit.Invalid("pglock: timeout %v must be positive", d)
 		}
 		o.timeout = d
 		return nil
@@ -166,7 +166,7 @@ func WithTimeout(d time.Duration) Option {
 func WithLocalHandoff(n int) Option {
 	return func(o *options) error {
 		if n < 0 {
-			return core.Invalid("pglock: local handoffs %d must not be negative", n)
+			return kit.Invalid("pglock: local handoffs %d must not be negative", n)
 		}
 		o.handoffs = n
 		return nil
@@ -178,11 +178,11 @@ const MaxIdentity = 1024
 
 // WithIdentity sets the identity recorded with each exclusive grant, which
 // Holder reports (core.Inspector). It must be non-empty valid UTF-8 of at
-// most MaxIdentity bytes. Default core.DefaultIdentity() ("hostname-pid").
+// most MaxIdentity bytes. Default kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
 	return func(o *options) error {
-		if err := core.ValidateName(id); err != nil || len(id) > MaxIdentity {
-			return core.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
+		if err := kit.ValidateName(id); err != nil || len(id) > MaxIdentity {
+			return kit.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
 		}
 		o.identity = id
 		return nil
@@ -194,11 +194,11 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 func validIdent(name string) error {
 	parts := strings.Split(name, ".")
 	if len(parts) > 2 {
-		return core.Invalid("pglock: table name %q has more than one dot", name)
+		return kit.Invalid("pglock: table name %q has more than one dot", name)
 	}
 	for _, p := range parts {
 		if !identRE.MatchString(p) {
-			return core.Invalid("pglock: table name %q is not a plain SQL identifier", name)
+			return kit.Invalid("pglock: table name %q is not a plain SQL identifier", name)
 		}
 	}
 	return nil

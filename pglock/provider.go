@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -23,7 +24,7 @@ type Provider struct {
 	pool   *pgxpool.Pool
 	opts   options
 	sql    statements
-	notify core.Notifier
+	notify kit.Notifier
 
 	fenceSetup   setup // the fence sequence or table exists
 	membersSetup setup // the members table exists
@@ -42,7 +43,7 @@ type Provider struct {
 	listening  bool
 	listenStop context.CancelFunc
 	listenDone chan struct{}
-	semBackoff core.Backoff
+	semBackoff kit.Backoff
 	// listenReady is closed once the listener first listens (for tests).
 	listenReady     chan struct{}
 	listenReadyOnce sync.Once
@@ -65,7 +66,7 @@ var _ core.Heartbeater = (*Provider)(nil)
 // core.ErrInvalidArgument.
 func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 	if pool == nil {
-		return nil, core.Invalid("pglock: nil pool")
+		return nil, kit.Invalid("pglock: nil pool")
 	}
 	o := options{
 		fenceTable:   DefaultFenceSequence,
@@ -74,12 +75,12 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		keepalive:    DefaultKeepalive,
 		maxConns:     DefaultMaxConns,
 		timeout:      DefaultTimeout,
-		identity:     core.DefaultIdentity(),
+		identity:     kit.DefaultIdentity(),
 		handoffs:     DefaultLocalHandoffs,
 	}
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, core.Invalid("pglock: nil option")
+			return nil, kit.Invalid("pglock: nil option")
 		}
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -164,7 +165,7 @@ func (p *Provider) Close() error {
 func (p *Provider) Mutex(name string) core.Locker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return core.FailedLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedLocker(name, p.errorf("acquire", name, err))
 	}
 	return p.inspectable(p.newLocker(name, k, exclusive))
 }
@@ -198,7 +199,7 @@ func (p *Provider) inspectableRW(l *rwLocker) core.RWLocker {
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return core.FailedRWLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedRWLocker(name, p.errorf("acquire", name, err))
 	}
 	return p.inspectableRW(p.newRWLocker(name, derive("rw", k, 0)))
 }
@@ -216,10 +217,10 @@ func (p *Provider) RWMutexKey(k Key) core.RWLocker {
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return core.FailedLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedLocker(name, p.errorf("acquire", name, err))
 	}
 	if max < 1 || max > maxSlots {
-		return core.FailedLocker(name, p.errorf("acquire", name, core.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
+		return kit.FailedLocker(name, p.errorf("acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
 	}
 	return p.newSemaphore(name, k, max)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // maxSlots bounds a semaphore's max: each try passes every slot key.
@@ -17,7 +18,7 @@ const maxSlots = 1 << 16
 // release wakes the waiters (through the Provider's LISTEN connection when
 // it comes from another process), so the backoff only bounds the cost of a
 // missed signal.
-var semBackoff = core.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}
+var semBackoff = kit.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}
 
 // semaphore holds one of max slot keys, each an exclusive advisory lock.
 type semaphore struct {
@@ -52,12 +53,12 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 // the first semaphore wait). A missed signal costs at most 100 ms.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, s.p.errorf("acquire", s.name, core.NotAcquired(ctx))
+		return nil, s.p.errorf("acquire", s.name, kit.NotAcquired(ctx))
 	}
 	s.p.listen()
 	wake, unsubscribe := s.p.notify.Subscribe(s.fence)
 	defer unsubscribe()
-	h, err := core.Wait(ctx, s.p.semBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	h, err := kit.Wait(ctx, s.p.semBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		h, err := s.try(ctx)
 		return h, 0, err
 	})
@@ -74,7 +75,7 @@ func (s *semaphore) try(ctx context.Context) (core.Handle, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := s.p.sharedConn(ctx, Key{}, exclusive, true)
 		if errors.Is(err, errNoConn) {
-			return nil, core.Busy("%v", err)
+			return nil, kit.Busy("%v", err)
 		}
 		if err != nil {
 			return nil, err
@@ -93,7 +94,7 @@ func (s *semaphore) try(ctx context.Context) (core.Handle, error) {
 		s.p.mu.Unlock()
 		if len(keys) == 0 {
 			c.mu.Unlock()
-			return nil, core.Busy("all %d slots held by this process", len(s.slots))
+			return nil, kit.Busy("all %d slots held by this process", len(s.slots))
 		}
 		var slot, token *int64
 		octx, unbound := c.bound(ctx)
@@ -121,7 +122,7 @@ func (s *semaphore) try(ctx context.Context) (core.Handle, error) {
 		}
 		if slot == nil || token == nil {
 			c.mu.Unlock()
-			return nil, core.Busy("all %d slots held", len(s.slots))
+			return nil, kit.Busy("all %d slots held", len(s.slots))
 		}
 		l := &locker{p: s.p, name: s.name, key: Int64Key(*slot), mode: exclusive, fence: s.fence, notify: true}
 		return l.granted(ctx, c, *token)

@@ -3,7 +3,7 @@ package pglock
 import (
 	"context"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -40,10 +40,10 @@ func (p *Provider) acquireTx(ctx context.Context, tx pgx.Tx, name string, try bo
 		return 0, p.errorf("acquire", name, err)
 	}
 	if tx == nil {
-		return 0, p.errorf("acquire", name, core.Invalid("nil transaction"))
+		return 0, p.errorf("acquire", name, kit.Invalid("nil transaction"))
 	}
 	if ctx.Err() != nil {
-		return 0, p.errorf("acquire", name, core.NotAcquired(ctx))
+		return 0, p.errorf("acquire", name, kit.NotAcquired(ctx))
 	}
 	if err := p.ensureFence(ctx); err != nil {
 		return 0, p.errorf("acquire", name, err)
@@ -52,12 +52,12 @@ func (p *Provider) acquireTx(ctx context.Context, tx pgx.Tx, name string, try bo
 	var ok bool
 	if err := tx.QueryRow(ctx, q, args...).Scan(&ok); err != nil {
 		if ctx.Err() != nil {
-			return 0, p.errorf("acquire", name, core.NotAcquired(ctx))
+			return 0, p.errorf("acquire", name, kit.NotAcquired(ctx))
 		}
 		return 0, p.errorf("acquire", name, err)
 	}
 	if !ok {
-		return 0, p.errorf("acquire", name, core.Busy("held by another session"))
+		return 0, p.errorf("acquire", name, kit.Busy("held by another session"))
 	}
 	octx, cancel := p.opCtx(ctx)
 	defer cancel()

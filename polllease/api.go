@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // TryAcquire makes one attempt at target's lease, whoever is preferred for
@@ -19,7 +20,7 @@ import (
 // A target taken this way is still subject to rebalancing: once held for
 // MinHold, it is released if another instance is preferred for it.
 func (c *Coordinator) TryAcquire(ctx context.Context, target string) error {
-	if err := core.ValidateName(target); err != nil {
+	if err := kit.ValidateName(target); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -29,9 +30,9 @@ func (c *Coordinator) TryAcquire(ctx context.Context, target string) error {
 	case !running:
 		return ErrNotRunning
 	case owned:
-		return core.Busy("target %q is held by this instance", target)
+		return kit.Busy("target %q is held by this instance", target)
 	case !c.canAcquire():
-		return core.Busy("instance %s: heartbeat uncertain", c.id)
+		return kit.Busy("instance %s: heartbeat uncertain", c.id)
 	}
 	return c.acquire(ctx, target)
 }

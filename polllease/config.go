@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Defaults of Config, in one place.
@@ -141,30 +142,30 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case cfg.Provider == nil:
-		return cfg, core.Invalid("polllease: Provider is nil")
+		return cfg, kit.Invalid("polllease: Provider is nil")
 	case cfg.Membership == nil:
-		return cfg, core.Invalid("polllease: Membership is nil")
+		return cfg, kit.Invalid("polllease: Membership is nil")
 	case cfg.Targets == nil:
-		return cfg, core.Invalid("polllease: Targets is nil")
+		return cfg, kit.Invalid("polllease: Targets is nil")
 	case cfg.Poll == nil:
-		return cfg, core.Invalid("polllease: Poll is nil")
-	case core.ValidateName(cfg.Group) != nil:
-		return cfg, core.Invalid("polllease: Group %q is not valid UTF-8", cfg.Group)
-	case core.ValidateName(cfg.InstanceID) != nil:
-		return cfg, core.Invalid("polllease: InstanceID %q is not valid UTF-8", cfg.InstanceID)
+		return cfg, kit.Invalid("polllease: Poll is nil")
+	case kit.ValidateName(cfg.Group) != nil:
+		return cfg, kit.Invalid("polllease: Group %q is not valid UTF-8", cfg.Group)
+	case kit.ValidateName(cfg.InstanceID) != nil:
+		return cfg, kit.Invalid("polllease: InstanceID %q is not valid UTF-8", cfg.InstanceID)
 	case cfg.HeartbeatTTL < 0:
-		return cfg, core.Invalid("polllease: negative HeartbeatTTL %v", cfg.HeartbeatTTL)
+		return cfg, kit.Invalid("polllease: negative HeartbeatTTL %v", cfg.HeartbeatTTL)
 	case cfg.HeartbeatInterval < 0 || cfg.HeartbeatInterval >= cfg.HeartbeatTTL-cfg.heartbeatMargin():
-		return cfg, core.Invalid("polllease: HeartbeatInterval %v must be positive and shorter than HeartbeatTTL − TTL/10 (%v)",
+		return cfg, kit.Invalid("polllease: HeartbeatInterval %v must be positive and shorter than HeartbeatTTL − TTL/10 (%v)",
 			cfg.HeartbeatInterval, cfg.HeartbeatTTL-cfg.heartbeatMargin())
 	case cfg.ReconcileInterval < 0:
-		return cfg, core.Invalid("polllease: negative ReconcileInterval %v", cfg.ReconcileInterval)
+		return cfg, kit.Invalid("polllease: negative ReconcileInterval %v", cfg.ReconcileInterval)
 	case cfg.MinHold < 0:
-		return cfg, core.Invalid("polllease: negative MinHold %v", cfg.MinHold)
+		return cfg, kit.Invalid("polllease: negative MinHold %v", cfg.MinHold)
 	case cfg.LoadFactor < 1:
-		return cfg, core.Invalid("polllease: LoadFactor %v must be ≥ 1", cfg.LoadFactor)
+		return cfg, kit.Invalid("polllease: LoadFactor %v must be ≥ 1", cfg.LoadFactor)
 	case cfg.MaxParallel < 0:
-		return cfg, core.Invalid("polllease: negative MaxParallel %d", cfg.MaxParallel)
+		return cfg, kit.Invalid("polllease: negative MaxParallel %d", cfg.MaxParallel)
 	}
 	return cfg, nil
 }

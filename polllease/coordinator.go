@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // ErrNotRunning is returned by the calls that need a running Coordinator
@@ -547,7 +548,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	}
 	targets := make(map[string]bool, len(raw))
 	for _, t := range raw {
-		if err := core.ValidateName(t); err != nil {
+		if err := kit.ValidateName(t); err != nil {
 			c.log.Warn("Target ignored", slog.String("target", t), slog.Any("error", err))
 			continue
 		}
@@ -732,9 +733,9 @@ func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	if !c.running || c.fenced || c.owned[target] != nil {
 		// Stopped, fenced or raced by a concurrent TryAcquire while the
 		// attempt was in flight: give the grant back.
-		err := core.Busy("instance %s is not acquiring", c.id)
+		err := kit.Busy("instance %s is not acquiring", c.id)
 		if c.owned[target] != nil {
-			err = core.Busy("target %q is held by this instance", target)
+			err = kit.Busy("target %q is held by this instance", target)
 		}
 		c.mu.Unlock()
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HeartbeatInterval)

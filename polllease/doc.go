@@ -51,7 +51,7 @@
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
 // Provider (configure 30 s renewed every 10 s): the backend renews all the
 // leases of one Provider together, in one round trip per interval on Redis
-// (core.Keeper); on Postgres a lease lives as long as its connection, which
+// (kit.Keeper); on Postgres a lease lives as long as its connection, which
 // one keepalive per connection checks, however many leases it holds. The
 // heartbeat and the member listing of a tick are one round trip on backends
 // that implement core.Heartbeater (redislock, pglock), two on the others.
@@ -118,7 +118,7 @@
 // preferred instance and holder (the holder's identity and token come from
 // core.Inspector where the backend implements it). The store's own keys stay
 // readable. On Redis with the default prefixes, where each lock name appears
-// in its key as core.SafeName (":" becomes "_", followed by a hash):
+// in its key as kit.SafeName (":" becomes "_", followed by a hash):
 //
 //	# live instances and their heartbeat expiry (Unix ms, server clock)
 //	redis-cli --scan --pattern 'distlock:{poll-*}:members'

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // memStore is an in-memory lease store with TTLs, fencing counters and
 // membership, shared by the memProviders of a test as a Redis server is by
-// its clients. Each memProvider renews its leases through a core.Keeper, as
+// its clients. Each memProvider renews its leases through a kit.Keeper, as
 // the real lease backends do, and can be cut off from the store.
 type memStore struct {
 	mu      sync.Mutex
@@ -25,7 +26,7 @@ type memStore struct {
 }
 
 type memEntry struct {
-	owner   *core.BaseHandle
+	owner   *kit.BaseHandle
 	id      string
 	token   uint64
 	expires time.Time
@@ -75,7 +76,7 @@ type memProvider struct {
 	s         *memStore
 	id        string
 	ttl       time.Duration
-	keeper    *core.Keeper
+	keeper    *kit.Keeper
 	cut       atomic.Bool // this client cannot reach the store
 	failRenew atomic.Bool // renewals fail with an unknown outcome; all else works
 	calls     atomic.Int64
@@ -84,7 +85,7 @@ type memProvider struct {
 
 func newMemProvider(t testing.TB, s *memStore, id string, ttl time.Duration) *memProvider {
 	p := &memProvider{s: s, id: id, ttl: ttl}
-	k, err := core.NewKeeper(core.KeeperConfig{TTL: ttl, Margin: ttl / 10, Renew: p.renew})
+	k, err := kit.NewKeeper(kit.KeeperConfig{TTL: ttl, Margin: ttl / 10, Renew: p.renew})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func (p *memProvider) lock(ctx context.Context) error {
 	return nil
 }
 
-func (p *memProvider) renew(ctx context.Context, batch []*core.Lease) []error {
+func (p *memProvider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	if p.failRenew.Load() {
 		for i := range errs {
@@ -141,18 +142,18 @@ func (p *memProvider) renew(ctx context.Context, batch []*core.Lease) []error {
 }
 
 func (p *memProvider) Mutex(name string) core.Locker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedLocker(name, err)
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedLocker(name, err)
 	}
 	return &memLocker{p: p, name: name}
 }
 
 func (p *memProvider) RWMutex(name string) core.RWLocker {
-	return core.FailedRWLocker(name, core.ErrUnsupported)
+	return kit.FailedRWLocker(name, core.ErrUnsupported)
 }
 
 func (p *memProvider) Semaphore(name string, _ int) core.Locker {
-	return core.FailedLocker(name, core.ErrUnsupported)
+	return kit.FailedLocker(name, core.ErrUnsupported)
 }
 
 func (p *memProvider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
@@ -206,11 +207,11 @@ func (l *memLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	defer l.p.s.mu.Unlock()
 	s := l.p.s
 	if e := s.locks[l.name]; e != nil && start.Before(e.expires) {
-		return nil, core.Busy("held by %s", e.id)
+		return nil, kit.Busy("held by %s", e.id)
 	}
 	s.fence[l.name]++
-	var h *core.BaseHandle
-	h = core.NewHandle(s.fence[l.name], func(ctx context.Context) error {
+	var h *kit.BaseHandle
+	h = kit.NewHandle(s.fence[l.name], func(ctx context.Context) error {
 		if err := l.p.lock(ctx); err != nil {
 			return err
 		}
@@ -226,7 +227,7 @@ func (l *memLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (l *memLocker) Acquire(ctx context.Context) (core.Handle, error) {
-	return core.Wait(ctx, core.DefaultBackoff, nil, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	return kit.Wait(ctx, kit.DefaultBackoff, nil, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		h, err := l.TryAcquire(ctx)
 		return h, 0, err
 	})

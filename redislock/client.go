@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -48,7 +49,7 @@ type Lock struct {
 	Name string
 	Max  int // semaphore size; ignored by the other kinds
 
-	safe string    // core.SafeName(Name), when computed ahead
+	safe string    // kit.SafeName(Name), when computed ahead
 	keys *lockKeys // its keys under one prefix, when computed ahead
 }
 
@@ -70,7 +71,7 @@ type lockKeys struct {
 // prefix then reuses them instead of building them again.
 func (c *Client) Prepare(l Lock) Lock {
 	if l.safe == "" {
-		l.safe = core.SafeName(l.Name)
+		l.safe = kit.SafeName(l.Name)
 	}
 	l.keys = nil
 	k := &lockKeys{prefix: c.prefix, base: c.base(l)}
@@ -97,7 +98,7 @@ func (c *Client) prepared(l Lock) *lockKeys {
 }
 
 func (l Lock) validate() error {
-	if err := core.ValidateName(l.Name); err != nil {
+	if err := kit.ValidateName(l.Name); err != nil {
 		return err
 	}
 	switch l.Kind {
@@ -105,11 +106,11 @@ func (l Lock) validate() error {
 		return nil
 	case KindSemaphore:
 		if l.Max < 1 {
-			return core.Invalid("semaphore max %d < 1", l.Max)
+			return kit.Invalid("semaphore max %d < 1", l.Max)
 		}
 		return nil
 	}
-	return core.Invalid("unknown lock kind %v", l.Kind)
+	return kit.Invalid("unknown lock kind %v", l.Kind)
 }
 
 // Grant is one held grant: the lock and the owner value that holds it.
@@ -146,7 +147,7 @@ func NewOwner() string {
 // renewal on a cadence and handles live in Provider. Client is the layer a
 // multi-server algorithm such as RedLock drives once per server.
 //
-// Keys: a lock named N lives under prefix + "{" + core.SafeName(N) + "}:"
+// Keys: a lock named N lives under prefix + "{" + kit.SafeName(N) + "}:"
 // followed by "mutex" (holder and token), "mutex:q", "mutex:qx" and
 // "mutex:qt" (the mutex wait queue), "rw:w" (writer), "rw:r" (readers, a
 // sorted set), "rw:wait" (writer-waiting marker), "sem" (semaphore holders,
@@ -168,7 +169,7 @@ type Client struct {
 // I/O. A nil rdb fails with core.ErrInvalidArgument.
 func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
 	if isNil(rdb) {
-		return nil, core.Invalid("redislock: nil redis client")
+		return nil, kit.Invalid("redislock: nil redis client")
 	}
 	c := &Client{rdb: rdb, prefix: prefix, channel: prefix + "wake"}
 	c.inbox = c.channel
@@ -218,7 +219,7 @@ func (c *Client) base(l Lock) string {
 	}
 	safe := l.safe
 	if safe == "" {
-		safe = core.SafeName(l.Name)
+		safe = kit.SafeName(l.Name)
 	}
 	return c.prefix + "{" + safe + "}:"
 }
@@ -313,7 +314,7 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	}
 	ms := ttl.Milliseconds()
 	if ms < 1 {
-		return Result{}, core.Invalid("ttl %v is under a millisecond", ttl)
+		return Result{}, kit.Invalid("ttl %v is under a millisecond", ttl)
 	}
 	if k := c.prepared(l); k != nil && l.Kind == KindMutex {
 		if wait <= 0 {
@@ -503,7 +504,7 @@ func (c *Client) Register(ctx context.Context, group, id string, ttl time.Durati
 		return err
 	}
 	if ttl.Milliseconds() < 1 {
-		return core.Invalid("membership ttl %v is under a millisecond", ttl)
+		return kit.Invalid("membership ttl %v is under a millisecond", ttl)
 	}
 	return scriptMemberRegister.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()).Err()
 }
@@ -519,7 +520,7 @@ func (c *Client) Deregister(ctx context.Context, group, id string) error {
 // Members lists the live ids of group, sorted, by the server's clock: one
 // script call.
 func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return nil, err
 	}
 	return memberIDs(scriptMemberList.Run(ctx, c.rdb, []string{c.groupKey(group)}))
@@ -540,11 +541,11 @@ func memberIDs(cmd *redis.Cmd) ([]string, error) {
 }
 
 func validMember(group, id string) error {
-	if err := core.ValidateName(group); err != nil {
+	if err := kit.ValidateName(group); err != nil {
 		return err
 	}
 	if id == "" {
-		return core.Invalid("empty member id")
+		return kit.Invalid("empty member id")
 	}
 	return nil
 }

@@ -40,7 +40,7 @@
 //
 // # Leases, renewal and loss
 //
-// One core.Keeper per Provider renews every held grant every renew interval
+// One kit.Keeper per Provider renews every held grant every renew interval
 // (default TTL/3); the renewals that fall due together go out in one
 // pipeline, so ten thousand held locks cost a few round trips per interval,
 // not ten thousand. A renewal that finds the grant gone or owned by someone
@@ -71,7 +71,7 @@
 // the channel shared by all Providers with the same prefix while some
 // Acquire waits. Waiters of reader-writer locks and semaphores retry when a
 // release is announced on the shared channel. Without a signal a waiter retries with
-// jittered backoff (core.DefaultBackoff), never later than the holder's
+// jittered backoff (kit.DefaultBackoff), never later than the holder's
 // grant expires, so a lost message costs latency, never the lock. A waiter
 // that gives up leaves the queue; a waiter that dies in it is skipped once
 // its entry expires (about a second), though a lock handed to it just before
@@ -86,7 +86,7 @@
 //
 // Mutex and the write side of RWMutex implement core.Inspector: Holder
 // reports the holder's identity (WithIdentity, by default
-// core.DefaultIdentity()) and fencing token in one GET, so election can
+// kit.DefaultIdentity()) and fencing token in one GET, so election can
 // name its leader and polllease can confirm a lease on the store. The
 // identity travels in the grant's owner value. Semaphores and the read side
 // have many holders and do not implement it.

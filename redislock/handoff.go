@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Local handoff. When a holder releases a mutex while an Acquire of the
@@ -43,7 +44,7 @@ import (
 // token, so fencing still orders them.
 //
 // Waiters of one Provider for a key line up locally in arrival order
-// (core.Handoffs): only the first contends, and while the key is held by a
+// (kit.Handoffs): only the first contends, and while the key is held by a
 // live local grant it waits locally, without queueing on the server, for
 // the release to hand the key over or to wake it after releasing. A waiter
 // that has queued on the server (the key was held elsewhere) is never
@@ -90,7 +91,7 @@ func (p *Provider) newMutexHandle(g Grant, token uint64, start time.Time, run in
 	ls := &lease{p: p, grant: g, line: p.client.Key(g.Lock), run: run, runStart: runStart}
 	h := &handle{p: p, grant: g, lease: ls}
 	ls.h = h
-	h.BaseHandle = core.NewHandle(token, ls.release)
+	h.BaseHandle = kit.NewHandle(token, ls.release)
 	p.hand.SetHolder(ls.line, ls)
 	p.keeper.Keep(h.BaseHandle, start, ls) // ls, not g: no boxing
 	return h
@@ -177,7 +178,7 @@ func (ls *lease) release(ctx context.Context) error {
 // key left us: the waiter then holds it (or, if it left meanwhile, it was
 // released on), and err is the error of that release. When the handoff
 // cannot be made, w is given back and the caller releases the key.
-func (ls *lease) handOff(ctx context.Context, w *core.Waiter[*handle]) (bool, error) {
+func (ls *lease) handOff(ctx context.Context, w *kit.Waiter[*handle]) (bool, error) {
 	p := ls.p
 	for {
 		ls.mu.Lock()
@@ -215,7 +216,7 @@ func (ls *lease) handOff(ctx context.Context, w *core.Waiter[*handle]) (bool, er
 // then records it in the background. When w left meanwhile the grant is
 // released on at once, which hands it to the next waiter or frees the key;
 // the run bound ends such a chain.
-func (ls *lease) deliver(ctx context.Context, w *core.Waiter[*handle], token uint64, start time.Time, record bool) error {
+func (ls *lease) deliver(ctx context.Context, w *kit.Waiter[*handle], token uint64, start time.Time, record bool) error {
 	p := ls.p
 	h := p.newMutexHandle(ls.grant, token, start, ls.run+1, ls.runStart)
 	if !p.hand.Deliver(w, h) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 var _ core.Heartbeater = (*Provider)(nil)
@@ -30,7 +31,7 @@ func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Durat
 		return nil, err
 	}
 	if ttl.Milliseconds() < 1 {
-		return nil, core.Invalid("membership ttl %v is under a millisecond", ttl)
+		return nil, kit.Invalid("membership ttl %v is under a millisecond", ttl)
 	}
 	return memberIDs(scriptHeartbeat.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()))
 }

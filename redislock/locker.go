@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // locker is every primitive: the Lock says which.
@@ -23,7 +24,7 @@ func (l *rwLocker) RLocker() core.Locker { return l.read }
 
 func (p *Provider) locker(lock Lock) core.Locker {
 	if err := lock.validate(); err != nil {
-		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
+		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
 	l := &locker{p: p, lock: p.client.Prepare(lock)}
 	if lock.Kind == KindMutex {
@@ -73,7 +74,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// release is missed.
 	wake, unsubscribe := l.p.waker.subscribe(l.p.client.WakeKey(l.lock))
 	defer unsubscribe()
-	h, err = core.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, owner, wait)
 	})
 	if err != nil {
@@ -84,10 +85,10 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 }
 
 // errHeldHere is why a mutex waiter waits without asking the server.
-var errHeldHere = core.Busy("held by this process")
+var errHeldHere = kit.Busy("held by this process")
 
 // errHeldElsewhere is why a mutex waiter queued on the server waits.
-var errHeldElsewhere = core.Busy("held by another process")
+var errHeldElsewhere = kit.Busy("held by another process")
 
 // acquireMutex is Acquire for a mutex. The caller lines up behind this
 // Provider's earlier waiters for the lock; only the first in line
@@ -153,7 +154,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	backoff.Max = max(backoff.Max, backoff.Min)
 	select {
 	case <-w.Turn():
-		h, err = core.Wait(ctx, backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		h, err = kit.Wait(ctx, backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 			if g, ok, _ := p.hand.Take(line, w); ok {
 				return g, 0, nil
 			}
@@ -190,7 +191,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 			return l.try(ctx, owner, wait)
 		})
 	case <-ctx.Done():
-		err = core.NotAcquired(ctx)
+		err = kit.NotAcquired(ctx)
 	}
 	g, handed, _ := p.hand.Leave(line, w)
 	if handed {
@@ -221,7 +222,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 func (l *locker) check(ctx context.Context) error {
 	switch {
 	case ctx.Err() != nil:
-		return l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+		return l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	case l.p.closed.Load():
 		return l.p.wrap("acquire", l.lock.Name, errClosed)
 	}
@@ -262,13 +263,13 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 			_, _ = l.p.client.Release(cctx, g)
 			cancel()
-			return nil, 0, l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+			return nil, 0, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 		}
 		return nil, 0, l.p.wrap("acquire", l.lock.Name, err)
 	}
 	if !res.Acquired {
 		return nil, res.RetryIn, l.p.wrap("acquire", l.lock.Name,
-			core.Busy("held by another owner (%s free within %v)", l.lock.Kind, res.RetryIn))
+			kit.Busy("held by another owner (%s free within %v)", l.lock.Kind, res.RetryIn))
 	}
 	return l.p.newHandle(g, res.Token, start), 0, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -99,7 +100,7 @@ func breakHandle(t testing.TB, h core.Handle) {
 func TestWaiterWakesOnRelease(t *testing.T) {
 	// The fallback backoff is a minute and the TTL longer than the test:
 	// only the release announcement can hand the lock over in time.
-	p := newProvider(t, WithTTL(time.Minute), WithBackoff(core.Backoff{Min: time.Minute, Max: time.Minute}))
+	p := newProvider(t, WithTTL(time.Minute), WithBackoff(kit.Backoff{Min: time.Minute, Max: time.Minute}))
 	ctx := context.Background()
 	for _, l := range []struct {
 		holder, waiter core.Locker

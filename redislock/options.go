@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Defaults, applied by New when the matching option is not given.
@@ -28,7 +28,7 @@ type config struct {
 	margin      time.Duration // -1: TTL/10
 	prefix      string
 	log         *slog.Logger
-	backoff     core.Backoff
+	backoff     kit.Backoff
 	linger      time.Duration
 	identity    string
 	handoffs    int           // longest run of local handoffs
@@ -67,11 +67,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithBackoff sets the fallback retry cadence of a waiting Acquire, used
 // when no release signal arrives. Each delay is also capped by the time the
-// current holder's grant has left. Default core.DefaultBackoff.
-func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
+// current holder's grant has left. Default kit.DefaultBackoff.
+func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
 // WithIdentity sets the identity recorded with every grant and reported as
-// the holder by Holder (core.Inspector). Default core.DefaultIdentity().
+// the holder by Holder (core.Inspector). Default kit.DefaultIdentity().
 // It must not be empty.
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
@@ -91,9 +91,9 @@ func newConfig(opts []Option) (config, error) {
 	c := config{
 		ttl:      DefaultTTL,
 		prefix:   DefaultPrefix,
-		backoff:  core.DefaultBackoff,
+		backoff:  kit.DefaultBackoff,
 		linger:   5 * time.Second,
-		identity: core.DefaultIdentity(),
+		identity: kit.DefaultIdentity(),
 
 		handoffs:    DefaultLocalHandoffs,
 		handoffSpan: defaultHandoffSpan,
@@ -108,11 +108,11 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.ttl <= 0:
-		return c, core.Invalid("redislock: TTL %v must be positive", c.ttl)
+		return c, kit.Invalid("redislock: TTL %v must be positive", c.ttl)
 	case c.ttl > MaxTTL:
-		return c, core.Invalid("redislock: TTL %v is absurd (over %v)", c.ttl, MaxTTL)
+		return c, kit.Invalid("redislock: TTL %v is absurd (over %v)", c.ttl, MaxTTL)
 	case c.ttl < 10*time.Millisecond:
-		return c, core.Invalid("redislock: TTL %v is too short to renew (under 10ms)", c.ttl)
+		return c, kit.Invalid("redislock: TTL %v is too short to renew (under 10ms)", c.ttl)
 	}
 	if !c.marginSet {
 		c.margin = c.ttl / 10
@@ -122,19 +122,19 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.margin < 0 || c.margin >= c.ttl:
-		return c, core.Invalid("redislock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
+		return c, kit.Invalid("redislock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
 	case c.interval <= 0:
-		return c, core.Invalid("redislock: renew interval %v must be positive", c.interval)
+		return c, kit.Invalid("redislock: renew interval %v must be positive", c.interval)
 	case c.interval >= c.ttl:
-		return c, core.Invalid("redislock: renew interval %v must be shorter than TTL %v", c.interval, c.ttl)
+		return c, kit.Invalid("redislock: renew interval %v must be shorter than TTL %v", c.interval, c.ttl)
 	case c.interval >= c.ttl-c.margin:
-		return c, core.Invalid("redislock: renew interval %v must be shorter than TTL − drift margin (%v)", c.interval, c.ttl-c.margin)
+		return c, kit.Invalid("redislock: renew interval %v must be shorter than TTL − drift margin (%v)", c.interval, c.ttl-c.margin)
 	case c.backoff.Min < 0 || c.backoff.Max < c.backoff.Min:
-		return c, core.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
+		return c, kit.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
 	case c.identity == "":
-		return c, core.Invalid("redislock: empty identity")
+		return c, kit.Invalid("redislock: empty identity")
 	case c.handoffs < 0:
-		return c, core.Invalid("redislock: local handoff run %d is negative", c.handoffs)
+		return c, kit.Invalid("redislock: local handoff run %d is negative", c.handoffs)
 	}
 	return c, nil
 }

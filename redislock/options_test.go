@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,7 +38,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"negative cadence", rdb, []Option{WithRenewInterval(-time.Second)}},
 		{"negative margin", rdb, []Option{WithDriftMargin(-time.Millisecond)}},
 		{"margin equal to TTL", rdb, []Option{WithTTL(time.Second), WithDriftMargin(time.Second)}},
-		{"inverted backoff", rdb, []Option{WithBackoff(core.Backoff{Min: time.Second, Max: time.Millisecond})}},
+		{"inverted backoff", rdb, []Option{WithBackoff(kit.Backoff{Min: time.Second, Max: time.Millisecond})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,7 +58,7 @@ func TestNewAcceptsGoodInput(t *testing.T) {
 		{"defaults", nil},
 		{"max TTL", []Option{WithTTL(MaxTTL)}},
 		{"explicit everything", []Option{WithTTL(time.Minute), WithRenewInterval(10 * time.Second),
-			WithDriftMargin(0), WithPrefix(""), WithLogger(nil), WithBackoff(core.Backoff{Min: time.Millisecond, Max: time.Second})}},
+			WithDriftMargin(0), WithPrefix(""), WithLogger(nil), WithBackoff(kit.Backoff{Min: time.Millisecond, Max: time.Second})}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

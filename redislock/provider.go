@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,11 +34,11 @@ type Provider struct {
 	client *Client
 	cfg    config
 	idTag  string // the identity as it is recorded in owner values
-	keeper *core.Keeper
+	keeper *kit.Keeper
 	waker  *waker
 	closed atomic.Bool
 
-	hand     core.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
+	hand     kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
 	bgMu     sync.Mutex
 	bgClosed bool
 	bg       sync.WaitGroup // background token draws
@@ -65,7 +66,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	// Handoffs to this Provider's waiters come on a channel of its own.
 	client = client.WithInbox(client.Channel() + ":" + NewOwner()[:16])
 	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
-	p.keeper, err = core.NewKeeper(core.KeeperConfig{
+	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		TTL:      cfg.ttl,
 		Interval: cfg.interval,
 		Margin:   cfg.margin,
@@ -116,7 +117,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	w := Lock{Kind: KindWrite, Name: name}
 	if err := w.validate(); err != nil {
-		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
+		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
 		locker: &locker{p: p, lock: p.client.Prepare(w)},
@@ -163,7 +164,7 @@ func (p *Provider) wrap(op, name string, err error) error {
 }
 
 // renew is the Keeper's Renew: one pipeline for the whole batch.
-func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
+func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	gs := make([]Grant, len(batch))
 	for i, l := range batch {
 		switch d := l.Data.(type) {
@@ -178,7 +179,7 @@ func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
 
 // handle is a granted lock.
 type handle struct {
-	*core.BaseHandle
+	*kit.BaseHandle
 	p     *Provider
 	grant Grant
 	lease *lease // a mutex's; nil for the other kinds
@@ -190,7 +191,7 @@ func (p *Provider) newHandle(g Grant, token uint64, start time.Time) *handle {
 		return p.newMutexHandle(g, token, start, 0, start)
 	}
 	h := &handle{p: p, grant: g}
-	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
+	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {
 		if _, err := p.client.Release(ctx, g); err != nil {
 			return p.wrap("release", g.Lock.Name, err)
 		}

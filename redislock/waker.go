@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,7 +16,7 @@ import (
 // pub/sub subscription to the Provider's channels (the shared one, and its
 // own inbox for mutex handoffs), kept open while some Acquire waits (and
 // for linger after the last one stops), fans each message out through a
-// core.Notifier keyed by the lock's WakeKey or the waiter's HandoffKey.
+// kit.Notifier keyed by the lock's WakeKey or the waiter's HandoffKey.
 //
 // When the subscription breaks or is (re)established every waiter is woken,
 // since a release may have gone unseen; waiters also retry on a backoff, so
@@ -26,7 +26,7 @@ type waker struct {
 	channels []string
 	linger   time.Duration
 	log      *slog.Logger
-	n        core.Notifier
+	n        kit.Notifier
 
 	mu     sync.Mutex
 	keys   int         // keys with waiters
@@ -155,7 +155,7 @@ type listener struct {
 // the server to find out whether the connection is still alive.
 const healthEvery = 30 * time.Second
 
-var reconnect = core.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+var reconnect = kit.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 
 func (r *listener) loop() {
 	defer r.w.wg.Done()

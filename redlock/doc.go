@@ -13,7 +13,7 @@
 // refusals or errors), and then releases the lock on every server, since a
 // request whose reply was lost may still have been granted.
 //
-// A held lock is extended on every server every TTL/3 through core.Keeper
+// A held lock is extended on every server every TTL/3 through kit.Keeper
 // (all handles of a Provider that fall due together share one pipeline per
 // server). The handle is lost when a majority says the grant is gone, or
 // when the trust window (last successful extension start + TTL − drift

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -26,11 +27,11 @@ type rwLocker struct {
 func (l *rwLocker) RLocker() core.Locker { return l.read }
 
 func (p *Provider) locker(lock redislock.Lock) core.Locker {
-	if err := core.ValidateName(lock.Name); err != nil {
-		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
+	if err := kit.ValidateName(lock.Name); err != nil {
+		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
 	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
-		return core.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, core.Invalid("semaphore max %d < 1", lock.Max)))
+		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, kit.Invalid("semaphore max %d < 1", lock.Max)))
 	}
 	return &locker{p: p, lock: p.prepare(lock)}
 }
@@ -43,7 +44,7 @@ func (l *locker) Name() string { return l.lock.Name }
 // server) when a majority cannot be reached.
 func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
 	h, _, err := l.try(ctx, redislock.NewOwner(), 0)
 	return h, err
@@ -55,7 +56,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // a majority cannot be reached it fails at once with the servers' errors.
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
 	// Only the first local waiter for a lock contends on the servers: a
 	// crowd of contenders would split the votes so that nobody wins a
@@ -77,7 +78,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	wake, stop := l.p.subscribe(key)
 	defer stop()
-	h, err = core.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, owner, wait)
 	})
 	if err != nil {
@@ -194,7 +195,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	}
 	switch {
 	case ctx.Err() != nil:
-		return nil, 0, p.wrap("acquire", l.lock.Name, core.NotAcquired(ctx))
+		return nil, 0, p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	case len(hard) > n-p.quorum:
 		// A majority cannot even be asked: waiting will not help.
 		return nil, 0, p.wrap("acquire", l.lock.Name, fmt.Errorf("%d of %d servers unreachable, %d needed: %w",
@@ -204,7 +205,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	if errs := append(hard, slow...); len(errs) > 0 {
 		why += fmt.Sprintf(", %d failed: %v", len(errs), errors.Join(errs...))
 	}
-	return nil, retryIn, p.wrap("acquire", l.lock.Name, core.Busy("%s)", why))
+	return nil, retryIn, p.wrap("acquire", l.lock.Name, kit.Busy("%s)", why))
 }
 
 // giveBack releases g on every server and waits for all of them (up to

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock"
 )
 
@@ -26,7 +26,7 @@ type Option func(*config)
 type config struct {
 	ttl, minValidity, interval, margin time.Duration
 	prefix                             string
-	backoff                            core.Backoff
+	backoff                            kit.Backoff
 	log                                *slog.Logger
 	intervalSet, marginSet, minSet     bool
 }
@@ -62,15 +62,15 @@ func WithDriftMargin(d time.Duration) Option {
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
 // WithBackoff sets the fallback retry cadence of a waiting Acquire when no
-// release is announced. Default core.DefaultBackoff.
-func WithBackoff(b core.Backoff) Option { return func(c *config) { c.backoff = b } }
+// release is announced. Default kit.DefaultBackoff.
+func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
 // WithLogger sets where the Provider reports trouble it recovers from on
 // its own. Default: discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{ttl: DefaultTTL, prefix: DefaultPrefix, backoff: core.DefaultBackoff}
+	c := config{ttl: DefaultTTL, prefix: DefaultPrefix, backoff: kit.DefaultBackoff}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -81,9 +81,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.ttl <= 0 || c.ttl > redislock.MaxTTL:
-		return c, core.Invalid("redlock: TTL %v must be in (0, %v]", c.ttl, redislock.MaxTTL)
+		return c, kit.Invalid("redlock: TTL %v must be in (0, %v]", c.ttl, redislock.MaxTTL)
 	case c.ttl < 10*time.Millisecond:
-		return c, core.Invalid("redlock: TTL %v is too short to extend (under 10ms)", c.ttl)
+		return c, kit.Invalid("redlock: TTL %v is too short to extend (under 10ms)", c.ttl)
 	}
 	if !c.minSet {
 		c.minValidity = c.ttl * 9 / 10
@@ -96,13 +96,13 @@ func newConfig(opts []Option) (config, error) {
 	}
 	switch {
 	case c.minValidity <= 0 || c.minValidity >= c.ttl:
-		return c, core.Invalid("redlock: minimum validity %v must be in (0, TTL %v)", c.minValidity, c.ttl)
+		return c, kit.Invalid("redlock: minimum validity %v must be in (0, TTL %v)", c.minValidity, c.ttl)
 	case c.margin < 0 || c.margin >= c.ttl:
-		return c, core.Invalid("redlock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
+		return c, kit.Invalid("redlock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
 	case c.interval <= 0 || c.interval >= c.ttl-c.margin:
-		return c, core.Invalid("redlock: renew interval %v must be in (0, TTL − drift margin = %v)", c.interval, c.ttl-c.margin)
+		return c, kit.Invalid("redlock: renew interval %v must be in (0, TTL − drift margin = %v)", c.interval, c.ttl-c.margin)
 	case c.backoff.Min < 0 || c.backoff.Max < c.backoff.Min:
-		return c, core.Invalid("redlock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
+		return c, kit.Invalid("redlock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
 	}
 	return c, nil
 }

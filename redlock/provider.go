@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock"
 	"github.com/redis/go-redis/v9"
 )
@@ -26,8 +27,8 @@ type Provider struct {
 	servers []server
 	quorum  int
 	cfg     config
-	keeper  *core.Keeper
-	gates   core.Gates // one contender per lock per Provider
+	keeper  *kit.Keeper
+	gates   kit.Gates // one contender per lock per Provider
 
 	bg     sync.WaitGroup // calls that outlive the operation that started them
 	bgCtx  context.Context
@@ -55,7 +56,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		return nil, err
 	}
 	if len(clients) == 0 {
-		return nil, core.Invalid("redlock: no redis clients")
+		return nil, kit.Invalid("redlock: no redis clients")
 	}
 	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1}
 	for i, rdb := range clients {
@@ -71,7 +72,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())
 	p.work = newWorkers(&p.bg, p.bgCtx.Done())
-	p.keeper, err = core.NewKeeper(core.KeeperConfig{
+	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		TTL:      cfg.ttl,
 		Interval: cfg.interval,
 		Margin:   max(cfg.margin, time.Nanosecond), // 0 would mean "default" to the Keeper
@@ -118,8 +119,8 @@ func (p *Provider) Mutex(name string) core.Locker {
 // a majority. A waiting writer keeps new readers out on the servers it
 // reaches.
 func (p *Provider) RWMutex(name string) core.RWLocker {
-	if err := core.ValidateName(name); err != nil {
-		return core.FailedRWLocker(name, p.wrap("acquire", name, err))
+	if err := kit.ValidateName(name); err != nil {
+		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
 		locker: &locker{p: p, lock: p.prepare(redislock.Lock{Kind: redislock.KindWrite, Name: name})},
@@ -133,7 +134,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 // majority vote cannot keep a semaphore's bound.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if len(p.servers) > 1 {
-		return core.FailedLocker(name, p.wrap("acquire", name,
+		return kit.FailedLocker(name, p.wrap("acquire", name,
 			fmt.Errorf("%w: a semaphore over %d servers: a majority vote does not preserve the bound", core.ErrUnsupported, len(p.servers))))
 	}
 	return p.locker(redislock.Lock{Kind: redislock.KindSemaphore, Name: name, Max: max})
@@ -194,7 +195,7 @@ type reply[T any] struct {
 // pipeline, in parallel. A lease is renewed once a majority extended it and
 // lost once more than N − quorum servers said it is gone; it is decided as
 // soon as either is certain, so a stalled server cannot hold the batch up.
-func (p *Provider) renew(ctx context.Context, batch []*core.Lease) []error {
+func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	gs := make([]redislock.Grant, len(batch))
 	for i, l := range batch {
 		gs[i] = l.Data.(redislock.Grant)
@@ -292,7 +293,7 @@ func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant, known []bo
 
 // handle is a lock granted by a majority.
 type handle struct {
-	*core.BaseHandle
+	*kit.BaseHandle
 	grant redislock.Grant
 }
 
@@ -300,7 +301,7 @@ type handle struct {
 // answered the acquire.
 func (p *Provider) newHandle(g redislock.Grant, token uint64, start time.Time, st *stragglers) *handle {
 	h := &handle{grant: g}
-	h.BaseHandle = core.NewHandle(token, func(ctx context.Context) error {
+	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {
 		var known []bool // nil: every server answered
 		if st != nil {
 			known = st.release()

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/core/locktest"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/filelock"
@@ -241,7 +242,7 @@ func TestElectionAtMostOneLeader(t *testing.T) {
 						<-ctx.Done()
 						res.leave()
 					},
-					RetryBackoff: core.Backoff{Min: 10 * time.Millisecond, Max: 500 * time.Millisecond},
+					RetryBackoff: kit.Backoff{Min: 10 * time.Millisecond, Max: 500 * time.Millisecond},
 					ResignDelay:  resignDelay,
 				}))
 			}
@@ -367,7 +368,7 @@ func TestElectionLeaderKilled(t *testing.T) {
 	}
 }
 
-var childBackoff = core.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
+var childBackoff = kit.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // runElectionChild is the candidate process: it campaigns, says on stdout
 // when promoted and runs until killed.
@@ -461,7 +462,7 @@ func TestElectionStoreOutage(t *testing.T) {
 						<-ctx.Done()
 						ends <- ended{term, time.Now(), context.Cause(ctx)}
 					},
-					RetryBackoff: core.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond},
+					RetryBackoff: kit.Backoff{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 				})
 			}
 			var first uint64

@@ -19,14 +19,14 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/filelock"
 )
 
 func main() {
 	dir := flag.String("dir", filepath.Join(os.TempDir(), "distlock-election-example"), "directory of the lock files, shared by the candidates")
-	id := flag.String("id", core.DefaultIdentity(), "this candidate's ID")
+	id := flag.String("id", kit.DefaultIdentity(), "this candidate's ID")
 	name := flag.String("election", "example-leader", "the election's name")
 	priority := flag.Int("priority", 0, "0 is the most preferred; higher waits longer before campaigning")
 	flag.Parse()

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/natslock"
 	"github.com/distlock/distlock/pglock"
@@ -151,7 +152,7 @@ type brokenProvider struct{ fenced bool }
 
 func (p brokenProvider) Mutex(name string) core.Locker { return brokenLocker{p, name} }
 func (p brokenProvider) RWMutex(name string) core.RWLocker {
-	return core.FailedRWLocker(name, core.ErrUnsupported)
+	return kit.FailedRWLocker(name, core.ErrUnsupported)
 }
 func (p brokenProvider) Semaphore(name string, _ int) core.Locker { return brokenLocker{p, name} }
 
@@ -169,7 +170,7 @@ func (l brokenLocker) Acquire(context.Context) (core.Handle, error) {
 	if l.p.fenced {
 		token = uint64(time.Now().UnixNano())
 	}
-	return core.NewHandle(token, func(context.Context) error { return nil }), nil
+	return kit.NewHandle(token, func(context.Context) error { return nil }), nil
 }
 
 // workerMain is a worker process: it loops acquire, read-modify-write on

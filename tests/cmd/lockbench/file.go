@@ -8,6 +8,7 @@ import (
 	"github.com/gofrs/flock"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/filelock"
 )
 
@@ -29,7 +30,7 @@ func fileCases() ([]benchCase, func(), error) {
 	}
 	return []benchCase{
 		{Name: "file: flock + 1ms sleep-poll", New: func(name string) core.Locker {
-			return &pollFlock{name: name, path: filepath.Join(dir, "poll-"+core.SafeName(name))}
+			return &pollFlock{name: name, path: filepath.Join(dir, "poll-"+kit.SafeName(name))}
 		}},
 		{Name: "file: filelock", New: func(name string) core.Locker {
 			p, err := filelock.New(filepath.Join(dir, "filelock"))
@@ -58,7 +59,7 @@ func (l *pollFlock) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if !ok {
 		return nil, core.ErrNotAcquired
 	}
-	return core.NewHandle(1, func(context.Context) error { return f.Close() }), nil
+	return kit.NewHandle(1, func(context.Context) error { return f.Close() }), nil
 }
 
 func (l *pollFlock) Acquire(ctx context.Context) (core.Handle, error) {

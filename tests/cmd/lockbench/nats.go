@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/natslock"
 )
 
@@ -55,7 +56,7 @@ func natsCases() ([]benchCase, func(), error) {
 	}
 	return []benchCase{
 		{Name: "natslock", New: func(name string) core.Locker { return p.Mutex(name) }},
-		{Name: "nats-kv-raw", New: func(name string) core.Locker { return rawKV{kv: kv, name: name, key: "raw." + core.SafeName(name)} }},
+		{Name: "nats-kv-raw", New: func(name string) core.Locker { return rawKV{kv: kv, name: name, key: "raw." + kit.SafeName(name)} }},
 	}, cleanup, nil
 }
 
@@ -71,12 +72,12 @@ func (r rawKV) Name() string { return r.name }
 func (r rawKV) TryAcquire(ctx context.Context) (core.Handle, error) {
 	rev, err := r.kv.Create(ctx, r.key, []byte("held"))
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, core.Busy("key exists")
+		return nil, kit.Busy("key exists")
 	}
 	if err != nil {
 		return nil, err
 	}
-	return core.NewHandle(rev, func(ctx context.Context) error {
+	return kit.NewHandle(rev, func(ctx context.Context) error {
 		return r.kv.Delete(ctx, r.key, jetstream.LastRevision(rev))
 	}), nil
 }

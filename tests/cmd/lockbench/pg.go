@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/pglock"
 )
 
@@ -65,14 +66,14 @@ func pgCases() ([]benchCase, func(), error) {
 	raw := func(name string) core.Locker {
 		conn, err := pgx.Connect(ctx, url)
 		if err != nil {
-			return core.FailedLocker(name, err)
+			return kit.FailedLocker(name, err)
 		}
 		mu.Lock()
 		conns = append(conns, conn)
 		mu.Unlock()
 		k, err := pglock.KeyOf(name)
 		if err != nil {
-			return core.FailedLocker(name, err)
+			return kit.FailedLocker(name, err)
 		}
 		return &rawPG{name: name, conn: conn, key: k.Int64()}
 	}
@@ -99,7 +100,7 @@ func (l *rawPG) TryAcquire(ctx context.Context) (core.Handle, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, core.Busy("held")
+		return nil, kit.Busy("held")
 	}
 	return l.handle(), nil
 }
@@ -112,7 +113,7 @@ func (l *rawPG) Acquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (l *rawPG) handle() core.Handle {
-	return core.NewHandle(1, func(ctx context.Context) error {
+	return kit.NewHandle(1, func(ctx context.Context) error {
 		_, err := l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key)
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 
 	bsm "github.com/bsm/redislock"
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock"
 	"github.com/go-redsync/redsync/v4"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
@@ -81,7 +82,7 @@ func (l rawLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if !ok {
 		return nil, core.ErrNotAcquired
 	}
-	return core.NewHandle(1, func(ctx context.Context) error {
+	return kit.NewHandle(1, func(ctx context.Context) error {
 		return rawRelease.Run(ctx, l.rdb, []string{"raw:" + l.name}, value).Err()
 	}), nil
 }
@@ -101,12 +102,12 @@ func (l bsmLocker) Name() string { return l.name }
 func (l bsmLocker) obtain(ctx context.Context, retry bsm.RetryStrategy) (core.Handle, error) {
 	lock, err := l.c.Obtain(ctx, "bsm:"+l.name, benchTTL, &bsm.Options{RetryStrategy: retry})
 	if errors.Is(err, bsm.ErrNotObtained) {
-		return nil, fmt.Errorf("%w: %w", core.NotAcquired(ctx), err)
+		return nil, fmt.Errorf("%w: %w", kit.NotAcquired(ctx), err)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return core.NewHandle(1, lock.Release), nil
+	return kit.NewHandle(1, lock.Release), nil
 }
 
 func (l bsmLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
@@ -127,7 +128,7 @@ type redsyncLocker struct {
 func (l redsyncLocker) Name() string { return l.name }
 
 func (l redsyncLocker) handle(m *redsync.Mutex) core.Handle {
-	return core.NewHandle(1, func(ctx context.Context) error {
+	return kit.NewHandle(1, func(ctx context.Context) error {
 		_, err := m.UnlockContext(ctx)
 		return err
 	})
@@ -149,7 +150,7 @@ func (l redsyncLocker) Acquire(ctx context.Context) (core.Handle, error) {
 			return l.handle(m), nil
 		}
 		if ctx.Err() != nil {
-			return nil, core.NotAcquired(ctx)
+			return nil, kit.NotAcquired(ctx)
 		}
 		var taken *redsync.ErrTaken
 		if !errors.Is(err, redsync.ErrFailed) && !errors.As(err, &taken) {

@@ -17,6 +17,7 @@ import (
 	goredislib "github.com/redis/go-redis/v9"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -143,7 +144,7 @@ func (l rawQuorum) TryAcquire(ctx context.Context) (core.Handle, error) {
 		}
 	}()
 	if ok {
-		return core.NewHandle(1, release), nil
+		return kit.NewHandle(1, release), nil
 	}
 	_ = release(ctx)
 	return nil, core.ErrNotAcquired

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // sources lists every backend's cases; each backend's file defines its own.
@@ -26,7 +27,7 @@ func pollEvery1ms(ctx context.Context, try func(context.Context) (core.Handle, e
 		}
 		select {
 		case <-ctx.Done():
-			return nil, core.NotAcquired(ctx)
+			return nil, kit.NotAcquired(ctx)
 		case <-time.After(time.Millisecond):
 		}
 	}

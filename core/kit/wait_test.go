@@ -1,4 +1,4 @@
-package core_test
+package kit_test
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 func TestBackoffDelay(t *testing.T) {
-	b := core.Backoff{Min: 4 * time.Millisecond, Max: 100 * time.Millisecond}
+	b := kit.Backoff{Min: 4 * time.Millisecond, Max: 100 * time.Millisecond}
 	for n := range 20 {
 		d := b.Delay(n)
 		want := min(4*time.Millisecond<<min(n, 10), 100*time.Millisecond)
@@ -22,17 +23,17 @@ func TestBackoffDelay(t *testing.T) {
 
 func TestWaitWakesOnSignal(t *testing.T) {
 	// The backoff would sleep an hour; only the wake signal can end the wait.
-	slow := core.Backoff{Min: time.Hour, Max: time.Hour}
+	slow := kit.Backoff{Min: time.Hour, Max: time.Hour}
 	wake := make(chan struct{}, 1)
 	tries := 0
 	done := make(chan error, 1)
 	go func() {
-		_, err := core.Wait(context.Background(), slow, wake, func(context.Context) (core.Handle, time.Duration, error) {
+		_, err := kit.Wait(context.Background(), slow, wake, func(context.Context) (core.Handle, time.Duration, error) {
 			tries++
 			if tries == 2 {
-				return core.NewHandle(1, func(context.Context) error { return nil }), 0, nil
+				return kit.NewHandle(1, func(context.Context) error { return nil }), 0, nil
 			}
-			return nil, 0, core.Busy("held")
+			return nil, 0, kit.Busy("held")
 		})
 		done <- err
 	}()
@@ -48,14 +49,14 @@ func TestWaitWakesOnSignal(t *testing.T) {
 }
 
 func TestWaitHonoursRetryHint(t *testing.T) {
-	slow := core.Backoff{Min: time.Hour, Max: time.Hour}
+	slow := kit.Backoff{Min: time.Hour, Max: time.Hour}
 	tries := 0
-	_, err := core.Wait(context.Background(), slow, nil, func(context.Context) (core.Handle, time.Duration, error) {
+	_, err := kit.Wait(context.Background(), slow, nil, func(context.Context) (core.Handle, time.Duration, error) {
 		tries++
 		if tries == 3 {
-			return core.NewHandle(1, func(context.Context) error { return nil }), 0, nil
+			return kit.NewHandle(1, func(context.Context) error { return nil }), 0, nil
 		}
-		return nil, time.Millisecond, core.Busy("held")
+		return nil, time.Millisecond, kit.Busy("held")
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +65,7 @@ func TestWaitHonoursRetryHint(t *testing.T) {
 
 func TestWaitStops(t *testing.T) {
 	hard := errors.New("server down")
-	_, err := core.Wait(context.Background(), core.DefaultBackoff, nil, func(context.Context) (core.Handle, time.Duration, error) {
+	_, err := kit.Wait(context.Background(), kit.DefaultBackoff, nil, func(context.Context) (core.Handle, time.Duration, error) {
 		return nil, 0, hard
 	})
 	if !errors.Is(err, hard) {
@@ -73,8 +74,8 @@ func TestWaitStops(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	_, err = core.Wait(ctx, core.DefaultBackoff, nil, func(context.Context) (core.Handle, time.Duration, error) {
-		return nil, 0, core.Busy("held")
+	_, err = kit.Wait(ctx, kit.DefaultBackoff, nil, func(context.Context) (core.Handle, time.Duration, error) {
+		return nil, 0, kit.Busy("held")
 	})
 	if !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrNotAcquired and DeadlineExceeded", err)
@@ -82,7 +83,7 @@ func TestWaitStops(t *testing.T) {
 }
 
 func TestNotifier(t *testing.T) {
-	var n core.Notifier
+	var n kit.Notifier
 	var first, last []string
 	n.OnFirst = func(k string) { first = append(first, k) }
 	n.OnLast = func(k string) { last = append(last, k) }

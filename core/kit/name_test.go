@@ -1,4 +1,4 @@
-package core_test
+package kit_test
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 func TestValidateName(t *testing.T) {
@@ -20,7 +21,7 @@ func TestValidateName(t *testing.T) {
 		{"nul\x00", true},
 		{strings.Repeat("é", 5000), true},
 	} {
-		err := core.ValidateName(tc.name)
+		err := kit.ValidateName(tc.name)
 		if tc.ok != (err == nil) {
 			t.Errorf("ValidateName(%q) = %v", tc.name, err)
 		}
@@ -39,8 +40,8 @@ func TestSafeName(t *testing.T) {
 		strings.Repeat("x", 1000), strings.Repeat("x", 999) + "y",
 		"CaseName", "casename", "a/b", "a_b", "a-b",
 	} {
-		s := core.SafeName(name)
-		if !safeRE.MatchString(s) || len(s) > core.SafeNameMaxLen {
+		s := kit.SafeName(name)
+		if !safeRE.MatchString(s) || len(s) > kit.SafeNameMaxLen {
 			t.Errorf("SafeName(%q) = %q: not in the safe alphabet or too long", name, s)
 		}
 		if strings.ToLower(s) != s && strings.EqualFold(s, seen[strings.ToLower(s)]) {
@@ -50,7 +51,7 @@ func TestSafeName(t *testing.T) {
 			t.Errorf("SafeName(%q) = SafeName(%q) = %q", name, prev, s)
 		}
 		seen[strings.ToLower(s)] = name
-		if core.SafeName(name) != s {
+		if kit.SafeName(name) != s {
 			t.Errorf("SafeName(%q) is not deterministic", name)
 		}
 	}
@@ -61,8 +62,8 @@ func FuzzSafeName(f *testing.F) {
 		f.Add(s, s+"x")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		sa, sb := core.SafeName(a), core.SafeName(b)
-		if !safeRE.MatchString(sa) || len(sa) > core.SafeNameMaxLen {
+		sa, sb := kit.SafeName(a), kit.SafeName(b)
+		if !safeRE.MatchString(sa) || len(sa) > kit.SafeNameMaxLen {
 			t.Fatalf("SafeName(%q) = %q", a, sa)
 		}
 		if a != b && strings.EqualFold(sa, sb) {

@@ -1,4 +1,4 @@
-package core_test
+package kit_test
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
-func newKeeper(t *testing.T, cfg core.KeeperConfig) *core.Keeper {
+func newKeeper(t *testing.T, cfg kit.KeeperConfig) *kit.Keeper {
 	t.Helper()
-	k, err := core.NewKeeper(cfg)
+	k, err := kit.NewKeeper(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func newKeeper(t *testing.T, cfg core.KeeperConfig) *core.Keeper {
 func noopRelease(context.Context) error { return nil }
 
 // renewAllLost is a Renew that finds every lease gone.
-func renewAllLost(_ context.Context, b []*core.Lease) []error {
+func renewAllLost(_ context.Context, b []*kit.Lease) []error {
 	errs := make([]error, len(b))
 	for i := range errs {
 		errs[i] = core.ErrLockLost
@@ -33,15 +34,15 @@ func renewAllLost(_ context.Context, b []*core.Lease) []error {
 }
 
 func TestKeeperConfigErrors(t *testing.T) {
-	renew := func(context.Context, []*core.Lease) []error { return nil }
-	for _, cfg := range []core.KeeperConfig{
+	renew := func(context.Context, []*kit.Lease) []error { return nil }
+	for _, cfg := range []kit.KeeperConfig{
 		{TTL: time.Second},
 		{TTL: -time.Second, Renew: renew},
 		{TTL: time.Second, Interval: time.Second, Renew: renew},
 		{TTL: time.Second, Margin: 2 * time.Second, Renew: renew},
 		{Renew: renew},
 	} {
-		if _, err := core.NewKeeper(cfg); !errors.Is(err, core.ErrInvalidArgument) {
+		if _, err := kit.NewKeeper(cfg); !errors.Is(err, core.ErrInvalidArgument) {
 			t.Errorf("NewKeeper(%+v) = %v, want ErrInvalidArgument", cfg, err)
 		}
 	}
@@ -50,20 +51,20 @@ func TestKeeperConfigErrors(t *testing.T) {
 func TestKeeperBatchesRenewals(t *testing.T) {
 	var mu sync.Mutex
 	var batches []int
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      300 * time.Millisecond,
 		Interval: 50 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			mu.Lock()
 			batches = append(batches, len(b))
 			mu.Unlock()
 			return make([]error, len(b))
 		},
 	})
-	var hs []*core.BaseHandle
+	var hs []*kit.BaseHandle
 	start := time.Now()
 	for i := range 100 {
-		h := core.NewHandle(uint64(i+1), noopRelease)
+		h := kit.NewHandle(uint64(i+1), noopRelease)
 		k.Keep(h, start, i)
 		hs = append(hs, h)
 	}
@@ -95,12 +96,12 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 // context with ErrLockLost, which also wakes a LeaseChanged watcher, without
 // setting the state's Err.
 func TestKeeperLostVerdict(t *testing.T) {
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
 		Renew:    renewAllLost,
 	})
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
 	changed := h.LeaseChanged()
 	select {
@@ -120,11 +121,11 @@ func TestKeeperLostVerdict(t *testing.T) {
 func TestKeeperTrustWindow(t *testing.T) {
 	outage := errors.New("connection refused")
 	var calls atomic.Int32
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      200 * time.Millisecond,
 		Interval: 40 * time.Millisecond,
 		Margin:   20 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			calls.Add(1)
 			errs := make([]error, len(b))
 			for i := range errs {
@@ -134,7 +135,7 @@ func TestKeeperTrustWindow(t *testing.T) {
 		},
 	})
 	start := time.Now()
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, start, nil)
 	<-h.Context().Done()
 	took := time.Since(start)
@@ -153,15 +154,15 @@ func TestKeeperTrustWindow(t *testing.T) {
 
 func TestKeeperReleaseStopsRenewal(t *testing.T) {
 	var calls atomic.Int32
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			calls.Add(1)
 			return make([]error, len(b))
 		},
 	})
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
 	_ = h.Release(context.Background())
 	if k.Len() != 0 {
@@ -178,20 +179,20 @@ func TestKeeperReleaseStopsRenewal(t *testing.T) {
 }
 
 func TestKeeperClose(t *testing.T) {
-	k, err := core.NewKeeper(core.KeeperConfig{
+	k, err := kit.NewKeeper(kit.KeeperConfig{
 		TTL:   time.Minute,
-		Renew: func(_ context.Context, b []*core.Lease) []error { return make([]error, len(b)) },
+		Renew: func(_ context.Context, b []*kit.Lease) []error { return make([]error, len(b)) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
 	k.Close()
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		t.Fatalf("cause after Close = %v", context.Cause(h.Context()))
 	}
-	h2 := core.NewHandle(2, noopRelease)
+	h2 := kit.NewHandle(2, noopRelease)
 	k.Keep(h2, time.Now(), nil)
 	if h2.Context().Err() == nil {
 		t.Fatal("Keep after Close did not mark the handle lost")
@@ -200,20 +201,20 @@ func TestKeeperClose(t *testing.T) {
 
 func TestKeeperLosesWhenRenewHangs(t *testing.T) {
 	release := make(chan struct{})
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      200 * time.Millisecond,
 		Interval: 40 * time.Millisecond,
 		Margin:   20 * time.Millisecond,
 		// A renewal that ignores its context, as a driver without context
 		// deadlines does against a frozen server.
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			<-release
 			return make([]error, len(b))
 		},
 	})
 	defer close(release)
 	start := time.Now()
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, start, nil)
 	select {
 	case <-h.Context().Done():
@@ -227,10 +228,10 @@ func TestKeeperLosesWhenRenewHangs(t *testing.T) {
 
 func TestKeeperRetriesWithoutSpinning(t *testing.T) {
 	var calls atomic.Int32
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Second,
 		Interval: 200 * time.Millisecond,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			calls.Add(1)
 			errs := make([]error, len(b))
 			for i := range errs {
@@ -239,7 +240,7 @@ func TestKeeperRetriesWithoutSpinning(t *testing.T) {
 			return errs
 		},
 	})
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, time.Now(), nil)
 	<-h.Context().Done() // the trust window closes after 0.9s
 	// First renewal at 200ms, then a retry every 50ms: about 15 calls.
@@ -254,11 +255,11 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 	outage := errors.New("connection refused")
 	var fail atomic.Bool
 	const ttl, margin = 600 * time.Millisecond, 60 * time.Millisecond
-	k := newKeeper(t, core.KeeperConfig{
+	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      ttl,
 		Interval: 50 * time.Millisecond,
 		Margin:   margin,
-		Renew: func(_ context.Context, b []*core.Lease) []error {
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			errs := make([]error, len(b))
 			if fail.Load() {
 				for i := range errs {
@@ -268,7 +269,7 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 			return errs
 		},
 	})
-	h := core.NewHandle(1, noopRelease)
+	h := kit.NewHandle(1, noopRelease)
 	if _, ok := h.Lease(); ok {
 		t.Fatal("Lease reports a state before any Keeper keeps the handle")
 	}

@@ -1,10 +1,12 @@
-package core
+package kit
 
 import (
 	"context"
 	"errors"
 	"math/rand/v2"
 	"time"
+
+	"github.com/distlock/distlock/core"
 )
 
 // Backoff is a randomized, bounded exponential backoff: the n-th delay is
@@ -41,7 +43,7 @@ func (b Backoff) Delay(n int) time.Duration {
 // error matching ErrNotAcquired when the lock is busy, with retryIn > 0 when
 // the backend knows the longest it is worth waiting before trying again (the
 // holder's remaining lease, say); any other error ends the wait at once.
-type Attempt func(ctx context.Context) (h Handle, retryIn time.Duration, err error)
+type Attempt func(ctx context.Context) (h core.Handle, retryIn time.Duration, err error)
 
 // Wait calls try until it grants the lock, fails with an error that is not
 // ErrNotAcquired, or ctx is done. Between tries it sleeps for the next
@@ -49,7 +51,7 @@ type Attempt func(ctx context.Context) (h Handle, retryIn time.Duration, err err
 // receives, so a release signal hands the lock over in about one round trip.
 // wake may be nil. When ctx ends it returns an error matching ErrNotAcquired
 // and ctx.Err().
-func Wait(ctx context.Context, b Backoff, wake <-chan struct{}, try Attempt) (Handle, error) {
+func Wait(ctx context.Context, b Backoff, wake <-chan struct{}, try Attempt) (core.Handle, error) {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -67,7 +69,7 @@ func Wait(ctx context.Context, b Backoff, wake <-chan struct{}, try Attempt) (Ha
 		if ctx.Err() != nil {
 			return nil, NotAcquired(ctx)
 		}
-		if !errors.Is(err, ErrNotAcquired) {
+		if !errors.Is(err, core.ErrNotAcquired) {
 			return nil, err
 		}
 		d := b.Delay(n)

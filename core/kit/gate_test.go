@@ -1,4 +1,4 @@
-package core_test
+package kit_test
 
 import (
 	"context"
@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 func TestGatesOneAtATime(t *testing.T) {
-	var g core.Gates
+	var g kit.Gates
 	var inside, peak atomic.Int32
 	done := make(chan struct{})
 	for range 20 {
@@ -44,7 +45,7 @@ func TestGatesOneAtATime(t *testing.T) {
 }
 
 func TestGatesCancel(t *testing.T) {
-	var g core.Gates
+	var g kit.Gates
 	leave, _ := g.Enter(context.Background(), "k")
 	other, _ := g.Enter(context.Background(), "other") // independent key
 	other()

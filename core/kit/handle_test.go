@@ -1,4 +1,4 @@
-package core_test
+package kit_test
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 func TestHandleRelease(t *testing.T) {
 	calls := 0
-	h := core.NewHandle(7, func(context.Context) error { calls++; return errors.New("boom") })
+	h := kit.NewHandle(7, func(context.Context) error { calls++; return errors.New("boom") })
 	if h.FencingToken() != 7 {
 		t.Fatalf("token = %d", h.FencingToken())
 	}
@@ -36,7 +37,7 @@ func TestHandleRelease(t *testing.T) {
 }
 
 func TestHandleLose(t *testing.T) {
-	h := core.NewHandle(1, func(context.Context) error { return nil })
+	h := kit.NewHandle(1, func(context.Context) error { return nil })
 	why := errors.New("key taken")
 	h.Lose(why)
 	cause := context.Cause(h.Context())
@@ -52,7 +53,7 @@ func TestHandleLose(t *testing.T) {
 }
 
 func TestHandleLeaseChangedOnLose(t *testing.T) {
-	h := core.NewHandle(1, func(context.Context) error { return nil })
+	h := kit.NewHandle(1, func(context.Context) error { return nil })
 	if _, ok := h.Lease(); ok {
 		t.Fatal("a handle no Keeper keeps reports a lease")
 	}

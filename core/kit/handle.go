@@ -1,4 +1,4 @@
-package core
+package kit
 
 import (
 	"cmp"
@@ -6,47 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
+
+	"github.com/distlock/distlock/core"
 )
-
-// LeaseState is what a handle's lease keeper last learned about the lease:
-// when the backend last confirmed it, until when it is trusted, and whether
-// the latest renewal failed.
-type LeaseState struct {
-	// Renewed is the start of the last successful renewal, or of the
-	// acquire when no renewal has succeeded yet: the backend held the lease
-	// for this handle at that moment.
-	Renewed time.Time
-	// Deadline is the end of the trust window, Renewed + TTL − margin: the
-	// handle is lost at this moment unless a renewal succeeds first. It is
-	// zero when the backend's leases do not expire on their own.
-	Deadline time.Time
-	// Renewals counts the successful renewals since the acquire.
-	Renewals uint64
-	// Err is the error of the last renewal when it failed with an unknown
-	// outcome (a timeout, a refused connection): the lease is uncertain,
-	// since another holder cannot have it before Deadline but this one may
-	// not keep it past then. Nil once a renewal succeeds. A renewal that
-	// finds the lease gone or taken does not set Err: it ends the handle's
-	// context with ErrLockLost.
-	Err error
-}
-
-// LeaseReporter is implemented by handles that can tell the state of the
-// lease behind them as it changes, so that a holder can react to a failed
-// renewal (pause work that is not safe to repeat, say) while the lease is
-// still within its trust window, before the context ends. Every handle
-// built on *BaseHandle implements it; Lease reports false for those whose
-// backend renews nothing (a connection-bound lock, say).
-type LeaseReporter interface {
-	// Lease returns the current state of the lease, and false when no
-	// Keeper keeps it.
-	Lease() (LeaseState, bool)
-	// LeaseChanged returns a channel that is closed at the next change of
-	// the state Lease returns, and when the handle's context ends. Call it
-	// before Lease, so that no change between the two calls goes unseen.
-	LeaseChanged() <-chan struct{}
-}
 
 // BaseHandle implements Handle for backends: it owns the handle's context,
 // makes Release idempotent and keeps the fencing token. A backend makes one
@@ -63,12 +25,12 @@ type BaseHandle struct {
 	mu        sync.Mutex
 	released  bool
 	stopLease func() // set by Keeper.Keep; stops renewal before the release
-	lease     LeaseState
+	lease     core.LeaseState
 	kept      bool          // a Keeper has set lease
 	changed   chan struct{} // closed at the next change; nil until someone asks
 }
 
-var _ LeaseReporter = (*BaseHandle)(nil)
+var _ core.LeaseReporter = (*BaseHandle)(nil)
 
 // NewHandle returns a handle for a granted lock. release gives the lock up on
 // the backend; it is called at most once, after the handle's context has been
@@ -96,7 +58,7 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 	// Cancel first, under the lock so a concurrent Lose cannot win: the
 	// protected work must stop before anyone else can get the lock, and a
 	// lease failure seen from now on must not read as lost.
-	h.cancel(ErrReleased)
+	h.cancel(core.ErrReleased)
 	h.notifyLocked()
 	stop := h.stopLease
 	h.mu.Unlock()
@@ -118,11 +80,11 @@ func (h *BaseHandle) Lose(why error) {
 		return
 	}
 	defer h.notifyLocked()
-	if why == nil || errors.Is(why, ErrLockLost) {
-		h.cancel(cmp.Or(why, ErrLockLost))
+	if why == nil || errors.Is(why, core.ErrLockLost) {
+		h.cancel(cmp.Or(why, core.ErrLockLost))
 		return
 	}
-	h.cancel(fmt.Errorf("%w: %w", ErrLockLost, why))
+	h.cancel(fmt.Errorf("%w: %w", core.ErrLockLost, why))
 }
 
 // Released reports whether Release has been called.
@@ -145,7 +107,7 @@ func (h *BaseHandle) setStopLease(stop func()) bool {
 // Lease returns the state of the handle's lease as its Keeper last recorded
 // it, and false when no Keeper keeps the handle. After the context ends it
 // keeps returning the last state recorded.
-func (h *BaseHandle) Lease() (LeaseState, bool) {
+func (h *BaseHandle) Lease() (core.LeaseState, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lease, h.kept
@@ -170,7 +132,7 @@ func (h *BaseHandle) LeaseChanged() <-chan struct{} {
 
 // setLease records a new state of the lease; the Keeper calls it. Nothing
 // changes once the context has ended: the lease is over.
-func (h *BaseHandle) setLease(s LeaseState) {
+func (h *BaseHandle) setLease(s core.LeaseState) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ctx.Err() != nil {

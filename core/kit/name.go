@@ -1,10 +1,12 @@
-package core
+package kit
 
 import (
 	"crypto/sha256"
 	"encoding/base32"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/distlock/distlock/core"
 )
 
 // ValidateName reports whether name can name a lock on every backend: it must
@@ -12,7 +14,7 @@ import (
 func ValidateName(name string) error {
 	switch {
 	case name == "":
-		return ErrInvalidName
+		return core.ErrInvalidName
 	case !utf8.ValidString(name):
 		return wrapName(name, "not valid UTF-8")
 	}
@@ -29,9 +31,9 @@ func wrapName(name, why string) error {
 type nameError struct{ name, why string }
 
 func (e *nameError) Error() string {
-	return ErrInvalidName.Error() + " " + quote(e.name) + ": " + e.why
+	return core.ErrInvalidName.Error() + " " + quote(e.name) + ": " + e.why
 }
-func (e *nameError) Unwrap() error { return ErrInvalidName }
+func (e *nameError) Unwrap() error { return core.ErrInvalidName }
 
 func quote(s string) string { return "\"" + strings.ToValidUTF8(s, "\uFFFD") + "\"" }
 

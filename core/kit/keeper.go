@@ -1,4 +1,4 @@
-package core
+package kit
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/distlock/distlock/core"
 )
 
 // KeeperConfig configures a Keeper.
@@ -75,8 +77,8 @@ type Lease struct {
 }
 
 // state is what the lease's handle reports; k.mu is held once l is kept.
-func (l *Lease) state() LeaseState {
-	return LeaseState{Renewed: l.renewed, Deadline: l.deadline, Renewals: l.renewals, Err: l.lastErr}
+func (l *Lease) state() core.LeaseState {
+	return core.LeaseState{Renewed: l.renewed, Deadline: l.deadline, Renewals: l.renewals, Err: l.lastErr}
 }
 
 // NewKeeper validates cfg and returns a Keeper.
@@ -334,7 +336,7 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 	// mutex is never taken under the Keeper's.
 	type report struct {
 		h *BaseHandle
-		s LeaseState
+		s core.LeaseState
 	}
 	reports := make([]report, 0, len(batch))
 	k.mu.Lock()
@@ -358,7 +360,7 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 				l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
 			}
 			reports = append(reports, report{l.Handle, l.state()})
-		case errors.Is(err, ErrLockLost):
+		case errors.Is(err, core.ErrLockLost):
 			delete(k.leases, l)
 			l.lastErr = err
 			lost = append(lost, l)

@@ -1,0 +1,33 @@
+// Package kit is the machinery distlock backends share. It is for backend
+// authors; code that only takes and holds locks needs package core alone.
+//
+// A backend implements core.Provider. Its pieces come from here:
+//
+//   - [BaseHandle] is the handle: it owns the handle's context and its
+//     cause, makes Release idempotent, keeps the fencing token and reports
+//     the lease's state ([core.LeaseReporter]). Make one with [NewHandle]
+//     once the lock is granted; call Lose when the backend sees the lock
+//     slip away.
+//   - [Keeper] renews leases in batches on a cadence and declares a lease
+//     lost when its trust window (last renewal + TTL − margin) closes, even
+//     when the backend call hangs.
+//   - [Wait] runs an acquire loop: one attempt, then a randomized bounded
+//     [Backoff] that a [Notifier] signal (a release seen on the backend)
+//     cuts short.
+//   - [Gates] lets one local contender per lock talk to the backend while
+//     the others of the same process wait their turn without I/O;
+//     [Handoffs] does the same and lets a release hand the lock straight to
+//     the next local waiter.
+//   - [ValidateName] rejects what no backend can lock (the empty name,
+//     invalid UTF-8); [SafeName] encodes any name into a short string safe
+//     for file names and keys.
+//   - [Busy], [NotAcquired] and [Invalid] build errors that match the core
+//     sentinels; [FailedLocker] reports a bad name or argument from the
+//     first acquire call, as core.Provider promises.
+//
+// A backend proves itself with core/locktest: run locktest.Run against a
+// Provider factory in the backend's tests (see ARCHITECTURE.md at the
+// repository root for the path of one Acquire and one Release).
+//
+// kit depends on the standard library and core only.
+package kit

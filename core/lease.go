@@ -1,0 +1,42 @@
+package core
+
+import "time"
+
+// LeaseState is what a handle's lease keeper last learned about the lease:
+// when the backend last confirmed it, until when it is trusted, and whether
+// the latest renewal failed.
+type LeaseState struct {
+	// Renewed is the start of the last successful renewal, or of the
+	// acquire when no renewal has succeeded yet: the backend held the lease
+	// for this handle at that moment.
+	Renewed time.Time
+	// Deadline is the end of the trust window, Renewed + TTL − margin: the
+	// handle is lost at this moment unless a renewal succeeds first. It is
+	// zero when the backend's leases do not expire on their own.
+	Deadline time.Time
+	// Renewals counts the successful renewals since the acquire.
+	Renewals uint64
+	// Err is the error of the last renewal when it failed with an unknown
+	// outcome (a timeout, a refused connection): the lease is uncertain,
+	// since another holder cannot have it before Deadline but this one may
+	// not keep it past then. Nil once a renewal succeeds. A renewal that
+	// finds the lease gone or taken does not set Err: it ends the handle's
+	// context with ErrLockLost.
+	Err error
+}
+
+// LeaseReporter is implemented by handles that can tell the state of the
+// lease behind them as it changes, so that a holder can react to a failed
+// renewal (pause work that is not safe to repeat, say) while the lease is
+// still within its trust window, before the context ends. Every handle
+// built on *BaseHandle implements it; Lease reports false for those whose
+// backend renews nothing (a connection-bound lock, say).
+type LeaseReporter interface {
+	// Lease returns the current state of the lease, and false when no
+	// Keeper keeps it.
+	Lease() (LeaseState, bool)
+	// LeaseChanged returns a channel that is closed at the next change of
+	// the state Lease returns, and when the handle's context ends. Call it
+	// before Lease, so that no change between the two calls goes unseen.
+	LeaseChanged() <-chan struct{}
+}
