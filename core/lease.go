@@ -40,3 +40,31 @@ type LeaseReporter interface {
 	// before Lease, so that no change between the two calls goes unseen.
 	LeaseChanged() <-chan struct{}
 }
+
+// Expired reports whether the trust window has closed at now: the lease
+// may have passed to another holder, whatever the handle's context says
+// yet. A zero Deadline (a backend whose leases do not expire on their own)
+// never expires.
+func (s LeaseState) Expired(now time.Time) bool {
+	return !s.Deadline.IsZero() && !now.Before(s.Deadline)
+}
+
+// Held reports whether h's lock is still held as far as this process can
+// tell at this instant: its context is live and, when a lease backs it, the
+// lease's trust window has not closed by the clock. It reads the clock
+// itself, so it turns false the moment the window closes, even when the
+// timer that would end the context has not fired yet (right after a GC
+// pause, a VM freeze or SIGSTOP). Make it the last check before a side
+// effect. It cannot see a pause between the check and the effect: pass
+// h.FencingToken() to the resource too, so that it refuses a stale holder.
+func Held(h Handle) bool {
+	if h.Context().Err() != nil {
+		return false
+	}
+	if r, ok := h.(LeaseReporter); ok {
+		if s, kept := r.Lease(); kept && s.Expired(time.Now()) {
+			return false
+		}
+	}
+	return true
+}
