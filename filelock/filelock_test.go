@@ -1,12 +1,15 @@
 package filelock
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -333,7 +336,9 @@ func TestLost(t *testing.T) {
 		for dname, opts := range detectors {
 			for _, k := range kinds {
 				t.Run(bname+"/"+dname+"/"+k.name, func(t *testing.T) {
-					p := newProvider(t, t.TempDir(), opts...)
+					var logged lockedBuffer
+					log := slog.New(slog.NewTextHandler(&logged, nil))
+					p := newProvider(t, t.TempDir(), append(opts, WithLogger(log))...)
 					h, err := k.make(p, "victim").TryAcquire(context.Background())
 					require.NoError(t, err)
 					breakIt(t, lockPath(h))
@@ -343,6 +348,7 @@ func TestLost(t *testing.T) {
 						t.Fatal("the handle did not notice its lock file was " + bname)
 					}
 					assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
+					assert.Contains(t, logged.String(), `msg="filelock: lock lost" lock=victim`)
 					require.NoError(t, h.Release(context.Background()))
 					assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost, "Release keeps the lost cause")
 				})
@@ -653,4 +659,22 @@ func TestDirectoryRemoved(t *testing.T) {
 	waitForSubscriber(t, waiter)
 	require.NoError(t, held.Release(ctx))
 	require.NoError(t, <-got)
+}
+
+// lockedBuffer is a bytes.Buffer that a logger and a test can share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

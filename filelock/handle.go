@@ -30,7 +30,7 @@ func (h *handle) release(context.Context) error {
 	err := h.free()
 	h.p.notifier.Notify(h.key)
 	if err != nil {
-		return opError("release", h.name, err)
+		return kit.Wrap(backend, "release", h.name, err)
 	}
 	return nil
 }

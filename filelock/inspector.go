@@ -91,20 +91,20 @@ func (l *rwmutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 
 func (p *Provider) holder(ctx context.Context, name, path string) (core.Holder, bool, error) {
 	if ctx == nil {
-		return core.Holder{}, false, opError("holder", name, kit.Invalid("nil context"))
+		return core.Holder{}, false, kit.Wrap(backend, "holder", name, kit.Invalid("nil context"))
 	}
 	if err := ctx.Err(); err != nil {
-		return core.Holder{}, false, opError("holder", name, err)
+		return core.Holder{}, false, kit.Wrap(backend, "holder", name, err)
 	}
 	p.mu.Lock()
 	closed := p.closed
 	p.mu.Unlock()
 	if closed {
-		return core.Holder{}, false, opError("holder", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
+		return core.Holder{}, false, kit.Wrap(backend, "holder", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
 	}
 	h, held, err := readHolder(path)
 	if err != nil {
-		return core.Holder{}, false, opError("holder", name, classify(err))
+		return core.Holder{}, false, kit.Wrap(backend, "holder", name, classify(err))
 	}
 	return h, held, nil
 }

@@ -40,7 +40,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 		return err
 	}
 	if ttl <= 0 {
-		return opError("register", group, kit.Invalid("ttl %v must be positive", ttl))
+		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be positive", ttl))
 	}
 	expiry := p.now().Add(ttl).UnixNano()
 	err := p.withGroup(ctx, group, false, func(dir string) error {
@@ -55,7 +55,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 		return err
 	})
 	if err != nil {
-		return opError("register", group, fmt.Errorf("member %q: %w", id, err))
+		return kit.Wrap(backend, "register", group, fmt.Errorf("member %q: %w", id, err))
 	}
 	return nil
 }
@@ -74,7 +74,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 		return err
 	})
 	if err != nil {
-		return opError("deregister", group, fmt.Errorf("member %q: %w", id, err))
+		return kit.Wrap(backend, "deregister", group, fmt.Errorf("member %q: %w", id, err))
 	}
 	return nil
 }
@@ -106,25 +106,25 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 		})
 	}
 	if err != nil {
-		return nil, opError("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	return live, nil
 }
 
 func (p *Provider) memberArgs(ctx context.Context, op, group string, ids ...string) error {
 	if ctx == nil {
-		return opError(op, group, kit.Invalid("nil context"))
+		return kit.Wrap(backend, op, group, kit.Invalid("nil context"))
 	}
 	if err := kit.ValidateName(group); err != nil {
-		return opError(op, group, fmt.Errorf("group: %w", err))
+		return kit.Wrap(backend, op, group, fmt.Errorf("group: %w", err))
 	}
 	for _, id := range ids {
 		if err := kit.ValidateName(id); err != nil {
-			return opError(op, group, fmt.Errorf("member id: %w", err))
+			return kit.Wrap(backend, op, group, fmt.Errorf("member id: %w", err))
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return opError(op, group, err)
+		return kit.Wrap(backend, op, group, err)
 	}
 	if err := p.usable(group); err != nil {
 		var ce *core.Error

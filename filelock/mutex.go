@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // mutex is an exclusive lock on the file <dir>/mutex/<safe name>.lock. Its
@@ -57,5 +58,5 @@ func attemptError(name string, err error, held string) error {
 	if err == errBusy {
 		return busy(name, held)
 	}
-	return opError("acquire", name, classify(err))
+	return kit.Wrap(backend, "acquire", name, classify(err))
 }

@@ -1,6 +1,7 @@
 package filelock
 
 import (
+	"log/slog"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ type options struct {
 	checkInterval time.Duration
 	notify        bool
 	identity      string
+	log           *slog.Logger
 }
 
 // Defaults, in one place.
@@ -30,6 +32,7 @@ func defaults() options {
 		checkInterval: time.Second,
 		notify:        true,
 		identity:      kit.DefaultIdentity(),
+		log:           slog.New(slog.DiscardHandler),
 	}
 }
 
@@ -76,6 +79,17 @@ const MaxIdentity = 1024
 // kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
+}
+
+// WithLogger sets where the Provider reports what happens to held locks
+// without a call of the caller's: a lock file found deleted or replaced,
+// which ends its handle with ErrLockLost. Default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.log = l
+		}
+	}
 }
 
 // withoutNotify turns off the directory watcher, so waiting falls back to

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -46,6 +47,7 @@ type Provider struct {
 	id       string // recorded in lock files for Holder
 	backoff  kit.Backoff
 	now      func() time.Time // the clock of membership expiry
+	log      *slog.Logger
 	notifier kit.Notifier
 	keeper   *kit.Keeper
 	watcher  *watcher
@@ -93,6 +95,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{
 		dir:     abs,
 		id:      o.identity,
+		log:     o.log,
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
@@ -117,7 +120,7 @@ func (p *Provider) Dir() string { return p.dir }
 // name is reported by the acquire calls.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedLocker(name, opError("acquire", name, err))
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return &mutex{p: p, name: name, base: p.base(mutexDir, name)}
 }
@@ -127,7 +130,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 // an invalid name is reported by the acquire calls.
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedRWLocker(name, opError("acquire", name, err))
+		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return &rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)}
 }
@@ -138,10 +141,10 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 // acquire calls.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedLocker(name, opError("acquire", name, err))
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	if max < 1 || max > MaxSemaphore {
-		return kit.FailedLocker(name, opError("acquire", name,
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name,
 			kit.Invalid("semaphore max %d is outside [1, %d]", max, MaxSemaphore)))
 	}
 	return &semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max}
@@ -171,7 +174,7 @@ func (p *Provider) Close() error {
 	for _, h := range held {
 		h.Lose(errClosed)
 		if err := h.free(); err != nil {
-			errs = append(errs, opError("close", h.name, err))
+			errs = append(errs, kit.Wrap(backend, "close", h.name, err))
 		}
 		p.notifier.Notify(h.key)
 	}
@@ -191,10 +194,10 @@ func (p *Provider) base(kind, name string) string {
 // begin starts an acquire call: it checks the context and the Provider.
 func (p *Provider) begin(ctx context.Context, name string) error {
 	if ctx == nil {
-		return opError("acquire", name, kit.Invalid("nil context"))
+		return kit.Wrap(backend, "acquire", name, kit.Invalid("nil context"))
 	}
 	if ctx.Err() != nil {
-		return opError("acquire", name, kit.NotAcquired(ctx))
+		return kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	return p.usable(name)
 }
@@ -203,7 +206,7 @@ func (p *Provider) usable(name string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return opError("acquire", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
+		return kit.Wrap(backend, "acquire", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
 	}
 	return nil
 }
@@ -225,7 +228,7 @@ func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try ki
 	if err != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {
-			err = opError("acquire", name, err)
+			err = kit.Wrap(backend, "acquire", name, err)
 		}
 		return nil, err
 	}
@@ -257,7 +260,7 @@ func (p *Provider) grant(name, key string, lf *lockFile, record bool) (core.Hand
 	token, err := nextFence(key + ".ctr")
 	if err != nil {
 		_ = lf.release()
-		return nil, 0, opError("acquire", name, fmt.Errorf("fencing counter: %w", classify(err)))
+		return nil, 0, kit.Wrap(backend, "acquire", name, fmt.Errorf("fencing counter: %w", classify(err)))
 	}
 	if record {
 		lf.writeHolder(p.id, token)
@@ -271,7 +274,7 @@ func (p *Provider) grant(name, key string, lf *lockFile, record bool) (core.Hand
 	if p.closed {
 		p.mu.Unlock()
 		_ = h.free()
-		return nil, 0, opError("acquire", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
+		return nil, 0, kit.Wrap(backend, "acquire", name, fmt.Errorf("%w: %w", core.ErrInvalidArgument, errClosed))
 	}
 	set := p.held[key]
 	if set == nil {
@@ -300,7 +303,10 @@ func (p *Provider) untrack(h *handle) {
 func (p *Provider) recheck(_ context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	for i, l := range batch {
-		errs[i] = l.Data.(*handle).check()
+		h := l.Data.(*handle)
+		if errs[i] = h.check(); errors.Is(errs[i], core.ErrLockLost) {
+			p.logLost(h, errs[i])
+		}
 	}
 	return errs
 }
@@ -335,16 +341,18 @@ func (p *Provider) checkHeld(match func(key string) bool) {
 	p.mu.Unlock()
 	for _, h := range hs {
 		if err := h.check(); errors.Is(err, core.ErrLockLost) {
+			p.logLost(h, err)
 			h.Lose(err)
 		}
 	}
 }
 
-func opError(op, name string, err error) error {
-	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+// logLost reports a held lock found lost; the handle is told right after.
+func (p *Provider) logLost(h *handle, err error) {
+	p.log.Warn("filelock: lock lost", "lock", h.name, "err", err)
 }
 
 // busy is what an attempt on a held lock returns.
 func busy(name, what string) error {
-	return opError("acquire", name, kit.Busy("%s", what))
+	return kit.Wrap(backend, "acquire", name, kit.Busy("%s", what))
 }

@@ -2,7 +2,9 @@ package kit
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/distlock/distlock/core"
 )
@@ -48,3 +50,24 @@ func (l failedLocker) Name() string                                    { return 
 func (l failedLocker) TryAcquire(context.Context) (core.Handle, error) { return nil, l.err }
 func (l failedLocker) Acquire(context.Context) (core.Handle, error)    { return nil, l.err }
 func (l failedLocker) RLocker() core.Locker                            { return l }
+
+// Wrap returns err as a *core.Error naming the backend, the operation and
+// the lock; nil stays nil, and an error that is a *core.Error already is
+// returned as it is, so each failure is named once, where it is closest to
+// the caller's request.
+func Wrap(backend, op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var named *core.Error
+	if errors.As(err, &named) {
+		return err
+	}
+	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
+}
+
+// CleanupTimeout bounds the best-effort calls a backend makes on its own
+// after the caller's request is over: giving back a grant whose acquire
+// failed or was cancelled, releasing a handoff nobody took. Its context is
+// detached from the caller's, so a cancelled caller still frees the lock.
+const CleanupTimeout = 2 * time.Second
