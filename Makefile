@@ -1,4 +1,4 @@
-# distlock: build and test entry points (DESIGN.md section 6).
+# distlock: build and test entry points (see ARCHITECTURE.md, "Tests and tools").
 #
 #   make test           gofmt check + go vet + go test -race in every module of
 #                       go.work, against throwaway redis/PostgreSQL/NATS servers

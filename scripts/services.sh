@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throwaway backend servers for distlock's tests (DESIGN.md section 6).
+# Throwaway backend servers for distlock's tests (see ARCHITECTURE.md, "Tests and tools").
 #
 #   scripts/services.sh start <statedir>   start 5x redis, a 3-node Redis Cluster, 1x PostgreSQL,
 #                                          1x NATS (JetStream)

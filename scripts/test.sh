@@ -97,8 +97,8 @@ start_services() {
 	source "$STATEDIR/env"
 	# Tests that would skip for a missing server must fail instead.
 	export DISTLOCK_REQUIRE_SERVERS=1
-	# DESIGN §6: a skipped test is a defect, so make test fails on any skip
-	# (set DISTLOCK_FAIL_ON_SKIP=0 to only list them).
+	# A skipped test is a defect (ARCHITECTURE.md, "Tests and tools"), so make
+	# test fails on any skip (set DISTLOCK_FAIL_ON_SKIP=0 to only list them).
 	export DISTLOCK_FAIL_ON_SKIP=${DISTLOCK_FAIL_ON_SKIP:-1}
 	echo "DISTLOCK_REDIS_ADDRS=$DISTLOCK_REDIS_ADDRS"
 	echo "DISTLOCK_PG_URL=$DISTLOCK_PG_URL"
