@@ -29,7 +29,7 @@ type LeaseState struct {
 // lease behind them as it changes, so that a holder can react to a failed
 // renewal (pause work that is not safe to repeat, say) while the lease is
 // still within its trust window, before the context ends. Every handle
-// built on *BaseHandle implements it; Lease reports false for those whose
+// built on kit.BaseHandle implements it; Lease reports false for those whose
 // backend renews nothing (a connection-bound lock, say).
 type LeaseReporter interface {
 	// Lease returns the current state of the lease, and false when no

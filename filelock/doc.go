@@ -123,8 +123,8 @@
 // returned wrapped.
 //
 // An uncontended TryAcquire and Release is about a dozen system calls and no
-// file creation once the lock file exists: tens of microseconds. Holder is
-// four or five system calls.
+// file creation once the lock file exists. Holder is four or five system
+// calls.
 //
 // # Limits
 //

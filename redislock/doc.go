@@ -105,5 +105,5 @@
 // Client runs the single-server operations (acquire, extend, batch extend,
 // release) on one redis.UniversalClient without waiting or renewing; a
 // multi-server algorithm such as RedLock drives one Client per server and
-// reuses core's Keeper and Wait on top.
+// reuses kit's Keeper and Wait on top.
 package redislock

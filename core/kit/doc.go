@@ -25,7 +25,7 @@
 //     sentinels; [FailedLocker] reports a bad name or argument from the
 //     first acquire call, as core.Provider promises.
 //
-// A backend proves itself with core/locktest: run locktest.Run against a
+// A backend proves itself with core/locktest: run locktest.TestProvider against a
 // Provider factory in the backend's tests (see ARCHITECTURE.md at the
 // repository root for the path of one Acquire and one Release).
 //

@@ -2,7 +2,8 @@
 // libraries on the same servers, in one run:
 //
 //   - uncontended: TryAcquire+Release cycles, p50 and p99;
-//   - contended: 8 workers, each on its own client, hold the lock 1 ms and
+//   - contended: 8 workers of one process (one client per case, shared;
+//     filelock gives each worker its own Provider) hold the lock 1 ms and
 //     think 2 ms between tries; utilization-% (time the lock was held /
 //     wall time), p99 wait, and a mutual-exclusion check.
 //
@@ -71,7 +72,7 @@ func main() {
 		}
 	}
 	if len(cases) == 0 {
-		fmt.Fprintln(os.Stderr, "lockbench: no cases (set DISTLOCK_*_ADDRS/URL, see README)")
+		fmt.Fprintln(os.Stderr, "lockbench: no cases (set DISTLOCK_*_ADDRS/URL, see BENCHMARKS.md)")
 		os.Exit(1)
 	}
 

@@ -28,8 +28,6 @@ import (
 //   - pglock-table: the same with pglock.WithFenceTable (a counter row per
 //     lock, bumped with the holder's identity in the lock statement: a row
 //     write and a commit in every handover, for core.Inspector).
-//
-// cirello.io/pglock is not measured: the module proxy refuses it (403).
 func pgCases() ([]benchCase, func(), error) {
 	url := os.Getenv("DISTLOCK_PG_URL")
 	if url == "" {
