@@ -7,12 +7,13 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
-// locker is every primitive: the Lock says which.
+// locker is every primitive: its Lock says which.
 type locker struct {
 	p    *Provider
-	lock Lock
+	lock redisop.Lock
 }
 
 type rwLocker struct {
@@ -22,12 +23,12 @@ type rwLocker struct {
 
 func (l *rwLocker) RLocker() core.Locker { return l.read }
 
-func (p *Provider) locker(lock Lock) core.Locker {
-	if err := lock.validate(); err != nil {
+func (p *Provider) locker(lock redisop.Lock) core.Locker {
+	if err := lock.Validate(); err != nil {
 		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
 	}
 	l := &locker{p: p, lock: p.client.Prepare(lock)}
-	if lock.Kind == KindMutex {
+	if lock.Kind == redisop.KindMutex {
 		return l
 	}
 	// A semaphore has many holders: hide Holder, which only a mutex or a
@@ -60,7 +61,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
-	if l.lock.Kind == KindMutex {
+	if l.lock.Kind == redisop.KindMutex {
 		return l.acquireMutex(ctx)
 	}
 	owner := l.p.newOwner()
@@ -72,7 +73,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	// From here on we listen (subscribed before the next try), so no
 	// release is missed.
-	wake, unsubscribe := l.p.waker.subscribe(l.p.client.WakeKey(l.lock))
+	wake, unsubscribe := l.p.waker.Subscribe(l.p.client.WakeKey(l.lock))
 	defer unsubscribe()
 	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, owner, wait)
@@ -107,7 +108,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	// Expect a handoff by the server before we may queue there, so that
 	// an announcement that comes before we listen is kept.
 	hkey := p.client.HandoffKey(l.lock, owner)
-	take, forget := p.waker.expectHandoff(hkey)
+	take, forget := p.waker.ExpectHandoff(hkey)
 	defer forget()
 	w, first := p.hand.Enqueue(line, hkey)
 	// away: we asked the server, which may queue us there; from then on
@@ -144,7 +145,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	}
 	// Listen for a handoff by the server, a local handoff, a local
 	// wake-up; from here on none is missed.
-	wake, unsubscribe := p.waker.subscribe(hkey)
+	wake, unsubscribe := p.waker.Subscribe(hkey)
 	defer unsubscribe()
 	// Queued waiters have the handoff pushed to them, and polls only
 	// refresh their entry and recover a lost announcement. Keep them sparse
@@ -161,7 +162,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 			if tok := take(); tok != 0 {
 				// Granted by a release on the server after our last try
 				// had left: the lease started after lastStart.
-				return p.newHandle(Grant{Lock: l.lock, Owner: owner}, tok, lastStart), 0, nil
+				return p.newHandle(redisop.Grant{Lock: l.lock, Owner: owner}, tok, lastStart), 0, nil
 			}
 			if !away {
 				if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
@@ -235,12 +236,12 @@ func (l *locker) check(ctx context.Context) error {
 // driver error it does nothing: the server is unreachable, and an entry or
 // marker left behind expires within a second.
 func (l *locker) gaveUp(ctx context.Context, owner string, err error) {
-	if !errors.Is(err, core.ErrNotAcquired) || (l.lock.Kind != KindWrite && l.lock.Kind != KindMutex) {
+	if !errors.Is(err, core.ErrNotAcquired) || (l.lock.Kind != redisop.KindWrite && l.lock.Kind != redisop.KindMutex) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	_ = l.p.client.Withdraw(ctx, Grant{Lock: l.lock, Owner: owner})
+	_ = l.p.client.Withdraw(ctx, redisop.Grant{Lock: l.lock, Owner: owner})
 }
 
 // queuedPollMin is the shortest pause between two polls of a queued mutex
@@ -251,10 +252,10 @@ const queuedPollMin = 20 * time.Millisecond
 const cleanupTimeout = time.Second
 
 // try is one attempt. wait > 0 marks the caller as waiting (see
-// Client.Acquire).
+// redisop.Client.Acquire).
 func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (core.Handle, time.Duration, error) {
 	start := time.Now()
-	g := Grant{Lock: l.lock, Owner: owner}
+	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	res, err := l.p.client.Acquire(ctx, l.lock, owner, l.p.cfg.ttl, wait)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -10,13 +10,13 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
-	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
 // locker is every primitive: the Lock says which.
 type locker struct {
 	p    *Provider
-	lock redislock.Lock
+	lock redisop.Lock
 }
 
 type rwLocker struct {
@@ -26,12 +26,9 @@ type rwLocker struct {
 
 func (l *rwLocker) RLocker() core.Locker { return l.read }
 
-func (p *Provider) locker(lock redislock.Lock) core.Locker {
-	if err := kit.ValidateName(lock.Name); err != nil {
+func (p *Provider) locker(lock redisop.Lock) core.Locker {
+	if err := lock.Validate(); err != nil {
 		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
-	}
-	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
-		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, kit.Invalid("semaphore max %d < 1", lock.Max)))
 	}
 	return &locker{p: p, lock: p.prepare(lock)}
 }
@@ -46,7 +43,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
-	h, _, err := l.try(ctx, redislock.NewOwner(), 0)
+	h, _, err := l.try(ctx, redisop.NewOwner(), 0)
 	return h, err
 }
 
@@ -67,7 +64,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		return nil, l.p.wrap("acquire", l.lock.Name, err)
 	}
 	defer leave()
-	owner := redislock.NewOwner()
+	owner := redisop.NewOwner()
 	// How long a waiting writer's marker lives between tries; a waiting
 	// mutex acquire marks the lock awaited, so its release announces it.
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
@@ -90,10 +87,10 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 
 // gaveUp withdraws a waiting writer's marker from every server.
 func (l *locker) gaveUp(owner string, err error) {
-	if err == nil || l.lock.Kind != redislock.KindWrite {
+	if err == nil || l.lock.Kind != redisop.KindWrite {
 		return
 	}
-	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	for _, s := range l.p.servers {
 		l.p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
 	}
@@ -104,12 +101,12 @@ func (l *locker) gaveUp(owner string, err error) {
 func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (core.Handle, time.Duration, error) {
 	p := l.p
 	start := time.Now()
-	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	// The calls run to their end even when the caller gives up: a call cut
 	// short may still land its grant, and only a finished call can be
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
-	replies := each(p, actx, func(ctx context.Context, s server) (redislock.Result, error) {
+	replies := each(p, actx, func(ctx context.Context, s server) (redisop.Result, error) {
 		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait)
 	})
 
@@ -125,7 +122,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	)
 	failed := func() int { return refused + len(hard) + len(slow) }
 	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum && ctx.Err() == nil {
-		var r reply[redislock.Result]
+		var r reply[redisop.Result]
 		select {
 		case r = <-replies:
 		case <-ctx.Done():
@@ -211,7 +208,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 // giveBack releases g on every server and waits for all of them (up to
 // cleanupTimeout): the next try of the same Acquire reuses the owner value,
 // so no release of this one may still be on its way.
-func (p *Provider) giveBack(g redislock.Grant) {
+func (p *Provider) giveBack(g redisop.Grant) {
 	ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
 	defer cancel()
 	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
@@ -225,7 +222,7 @@ func (p *Provider) giveBack(g redislock.Grant) {
 // fence turns the granting servers' counters into the grant's token: the
 // largest, written back to the granting servers that had less until a
 // majority holds at least that value.
-func (p *Provider) fence(ctx context.Context, lock redislock.Lock, granted map[int]uint64) (uint64, error) {
+func (p *Provider) fence(ctx context.Context, lock redisop.Lock, granted map[int]uint64) (uint64, error) {
 	var token uint64
 	for _, v := range granted {
 		token = max(token, v)
