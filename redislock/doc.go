@@ -22,7 +22,7 @@
 // same call; release deletes the grant only if its owner value still matches
 // (so a stale handle never frees a later holder's grant) and PUBLISHes a
 // wake-up. All keys of a name share a {hash tag} and one Redis Cluster slot;
-// Client documents the key layout. Sorted sets are scored by expiry on the
+// redisop.Client documents the key layout. Sorted sets are scored by expiry on the
 // server's clock (TIME), so client clocks never decide who holds a lock.
 //
 // # Fencing tokens
@@ -100,10 +100,11 @@
 // size below 1, and otherwise wraps the go-redis error (or says that the
 // Provider was closed).
 //
-// # Low-level API
+// # Building other backends
 //
-// Client runs the single-server operations (acquire, extend, batch extend,
-// release) on one redis.UniversalClient without waiting or renewing; a
-// multi-server algorithm such as RedLock drives one Client per server and
-// reuses kit's Keeper and Wait on top.
+// Package redisop holds the single-server operations under Provider
+// (acquire, extend, batch extend, release, membership) on one
+// redis.UniversalClient, without waiting or renewing, and the pub/sub
+// Waker; a multi-server algorithm such as RedLock drives one redisop.Client
+// per server and reuses kit's Keeper and Wait on top.
 package redislock

@@ -141,33 +141,3 @@ func ExampleNew_invalid() {
 	// true
 	// distlock: invalid argument: redislock: nil redis client
 }
-
-// Client is the single-server layer under Provider: one script call per
-// operation, no waiting and no renewal.
-func ExampleClient() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	defer rdb.Close()
-	c, err := redislock.NewClient(rdb, redislock.DefaultPrefix)
-	if err != nil {
-		log.Fatal(err)
-	}
-	ctx := context.Background()
-	lock := redislock.Lock{Kind: redislock.KindMutex, Name: "job"}
-	owner := redislock.NewOwner()
-
-	r, err := c.Acquire(ctx, lock, owner, 10*time.Second, 0)
-	if err != nil {
-		log.Fatal(err)
-	}
-	if !r.Acquired {
-		fmt.Println("busy; the holder's grant has", r.RetryIn, "left")
-		return
-	}
-	g := redislock.Grant{Lock: lock, Owner: owner}
-	if err := c.Extend(ctx, g, 10*time.Second); err != nil {
-		log.Fatal(err) // matches core.ErrLockLost when the grant is gone
-	}
-	if _, err := c.Release(ctx, g); err != nil {
-		log.Fatal(err)
-	}
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
 // Local handoff. When a holder releases a mutex while an Acquire of the
@@ -72,7 +73,7 @@ const defaultHandoffSpan = 20 * time.Millisecond
 // the key on.
 type lease struct {
 	p        *Provider
-	grant    Grant
+	grant    redisop.Grant
 	line     string // the key's line in Provider.hand: its lock key
 	run      int    // local handoffs that led to this grant since a grant by the server
 	runStart time.Time
@@ -87,7 +88,7 @@ type lease struct {
 
 // newMutexHandle returns the handle of a mutex grant and records it as its
 // key's local holder.
-func (p *Provider) newMutexHandle(g Grant, token uint64, start time.Time, run int, runStart time.Time) *handle {
+func (p *Provider) newMutexHandle(g redisop.Grant, token uint64, start time.Time, run int, runStart time.Time) *handle {
 	ls := &lease{p: p, grant: g, line: p.client.Key(g.Lock), run: run, runStart: runStart}
 	h := &handle{p: p, grant: g, lease: ls}
 	ls.h = h
@@ -127,7 +128,7 @@ func (ls *lease) reserve(record bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
 		start := time.Now()
-		tok, err := ls.p.client.drawToken(ctx, ls.grant, ls.p.cfg.ttl, ls.h.FencingToken())
+		tok, err := ls.p.client.DrawToken(ctx, ls.grant, ls.p.cfg.ttl, ls.h.FencingToken())
 		ls.mu.Lock()
 		if err == nil && tok != 0 {
 			ls.spare, ls.spareAt = tok, start
@@ -202,7 +203,7 @@ func (ls *lease) handOff(ctx context.Context, w *kit.Waiter[*handle]) (bool, err
 	}
 	// No spare: draw the waiter's token now, recorded as the value's.
 	start := time.Now()
-	tok, err := p.client.drawToken(ctx, ls.grant, p.cfg.ttl, 0)
+	tok, err := p.client.DrawToken(ctx, ls.grant, p.cfg.ttl, 0)
 	if err != nil || tok == 0 {
 		// Not ours any more, or unknown: the release script finds out.
 		p.hand.Unclaim(w)
@@ -222,7 +223,7 @@ func (ls *lease) deliver(ctx context.Context, w *kit.Waiter[*handle], token uint
 	if !p.hand.Deliver(w, h) {
 		return h.Release(ctx)
 	}
-	p.waker.n.Notify(w.Tag())
+	p.waker.Notify(w.Tag())
 	if record {
 		h.lease.reserve(true)
 	}
@@ -233,7 +234,7 @@ func (ls *lease) deliver(ctx context.Context, w *kit.Waiter[*handle], token uint
 // key is held here, to contend for it.
 func (p *Provider) wakeFirst(line string) {
 	if tag, ok := p.hand.First(line); ok {
-		p.waker.n.Notify(tag)
+		p.waker.Notify(tag)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
 // slowHandoffs lets a run of local handoffs last as long as a test takes
@@ -21,7 +22,7 @@ func slowHandoffs() Option { return func(c *config) { c.handoffSpan = time.Hour 
 
 // line is the key of mutex name's line of waiters in p.
 func line(p *Provider, name string) string {
-	return p.client.Key(Lock{Kind: KindMutex, Name: name})
+	return p.client.Key(redisop.Lock{Kind: redisop.KindMutex, Name: name})
 }
 
 // waiters returns how many Acquires of p stand in mutex name's line.
@@ -115,7 +116,7 @@ func TestLocalHandoff(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, h3.FencingToken(), h2.FencingToken())
 	require.NoError(t, h3.Release(ctx))
-	assert.Empty(t, scanKeys(t, p.client.Redis(), p.client.base(Lock{Name: name})), "keys left behind")
+	assert.Empty(t, scanKeys(t, p.client.Redis(), keyBase(p, name)), "keys left behind")
 }
 
 // A release with no spare at hand (a waiter lined up as the holder

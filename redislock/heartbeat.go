@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
-	"github.com/distlock/distlock/core/kit"
 )
 
 var _ core.Heartbeater = (*Provider)(nil)
@@ -22,16 +21,4 @@ func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Dur
 		return nil, p.wrap("heartbeat", group, err)
 	}
 	return ids, nil
-}
-
-// Heartbeat registers id in group for ttl and lists the live ids of group,
-// sorted, by the server's clock: one script call.
-func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := validMember(group, id); err != nil {
-		return nil, err
-	}
-	if ttl.Milliseconds() < 1 {
-		return nil, kit.Invalid("membership ttl %v is under a millisecond", ttl)
-	}
-	return memberIDs(scriptHeartbeat.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()))
 }

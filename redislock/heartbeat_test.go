@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestHeartbeat(t *testing.T) {
-	rdb := newRedis(t, redisAddr(t))
+	rdb := redistest.Client(t, redistest.Addr(t))
 	hook := &roundTrips{}
 	rdb.AddHook(hook)
 	p, err := New(rdb, WithTTL(testTTL))
@@ -19,7 +20,7 @@ func TestHeartbeat(t *testing.T) {
 	t.Cleanup(func() { _ = p.Close() })
 	ctx := context.Background()
 	group := uniqueName(t)
-	t.Cleanup(func() { _ = rdb.Del(ctx, p.Client().groupKey(group)).Err() })
+	t.Cleanup(func() { _ = rdb.Del(ctx, keyBase(p, group)+"members").Err() })
 
 	// A first call loads the script (EVALSHA, then EVAL): count from the
 	// second.

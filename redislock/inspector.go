@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +36,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	rdb := l.p.client.Redis()
 	var owner, token string
 	switch l.lock.Kind {
-	case KindMutex:
+	case redisop.KindMutex:
 		// "<owner>:<token>", then "/<spare>" once a token was drawn for a
 		// local handoff (handoff.go), then "+" while waiters queue.
 		v, err := rdb.Get(ctx, l.p.client.Key(l.lock)).Result()
@@ -52,8 +53,8 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 			// write that follows a handoff without a round trip landed.
 			return core.Holder{ID: ownerIdentity(owner), Token: ls.h.FencingToken()}, true, nil
 		}
-	case KindWrite:
-		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.fenceKey(l.lock)).Result()
+	case redisop.KindWrite:
+		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.FenceKey(l.lock)).Result()
 		if err != nil {
 			return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, err)
 		}
@@ -94,7 +95,7 @@ func (p *Provider) newOwner() string {
 func identityTag(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
 
 // ownerIdentity returns the identity carried by an owner value made by
-// newOwner, or "" for an owner from elsewhere (Client users, older
+// newOwner, or "" for an owner from elsewhere (redisop.Client users, older
 // versions).
 func ownerIdentity(owner string) string {
 	_, tag, ok := strings.Cut(owner, ".")

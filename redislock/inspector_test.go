@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock/internal/redistest"
 )
 
 // TestHolder: the conformance suite checks Holder's answers (Inspector);
@@ -43,7 +44,7 @@ func TestHolder(t *testing.T) {
 }
 
 func TestHolderDeadServer(t *testing.T) {
-	p, err := New(newRedis(t, deadAddr(t)))
+	p, err := New(redistest.Client(t, redistest.DeadAddr(t)))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,8 +68,8 @@ func TestTenThousandLocksRenewedInPipelines(t *testing.T) {
 		interval = time.Second
 		cadences = 3
 	)
-	prefix := uniquePrefix()
-	rdb := newRedis(t, redisAddr(t))
+	prefix := redistest.Prefix()
+	rdb := redistest.Client(t, redistest.Addr(t))
 	var count roundTrips
 	rdb.AddHook(&count)
 	p, err := New(rdb, WithPrefix(prefix), WithTTL(ttl), WithRenewInterval(interval))

@@ -2,12 +2,12 @@ package redislock
 
 import (
 	"context"
-	"net"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/internal/redistest"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -23,25 +23,10 @@ func TestMain(m *testing.M) {
 // testTTL is short so that abandoned grants free fast.
 const testTTL = 2 * time.Second
 
-// redisAddr is the first server of DISTLOCK_REDIS_ADDRS; the test skips
-// without it.
-func redisAddr(t testing.TB) string {
-	t.Helper()
-	addrs := locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS")
-	return strings.TrimSpace(strings.Split(addrs, ",")[0])
-}
-
-func newRedis(t testing.TB, addr string) *redis.Client {
-	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
-
 // newProvider returns a Provider on the shared test server with a short TTL.
 func newProvider(t testing.TB, opts ...Option) *Provider {
 	t.Helper()
-	p, err := New(newRedis(t, redisAddr(t)), append([]Option{WithTTL(testTTL)}, opts...)...)
+	p, err := New(redistest.Client(t, redistest.Addr(t)), append([]Option{WithTTL(testTTL)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p
@@ -49,12 +34,7 @@ func newProvider(t testing.TB, opts ...Option) *Provider {
 
 // uniqueName returns a lock name no other run uses.
 func uniqueName(t testing.TB) string {
-	return t.Name() + "/" + NewOwner()[:12]
-}
-
-// uniquePrefix returns a key prefix no other run uses.
-func uniquePrefix() string {
-	return "distlock-test-" + NewOwner()[:12] + ":"
+	return t.Name() + "/" + redisop.NewOwner()[:12]
 }
 
 // scanKeys lists the keys under prefix.
@@ -79,12 +59,8 @@ func waitDone(t testing.TB, ctx context.Context, within time.Duration) {
 	}
 }
 
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return addr
+// keyBase is what every key of the lock or group called name starts with
+// (redisop.Client documents the layout).
+func keyBase(p *Provider, name string) string {
+	return p.cfg.prefix + "{" + kit.SafeName(name) + "}:"
 }

@@ -13,7 +13,7 @@ func TestMembership(t *testing.T) {
 	p := newProvider(t)
 	ctx := context.Background()
 	group := uniqueName(t)
-	t.Cleanup(func() { _ = p.Client().Redis().Del(ctx, p.Client().groupKey(group)).Err() })
+	t.Cleanup(func() { _ = p.client.Redis().Del(ctx, keyBase(p, group)+"members").Err() })
 
 	members, err := p.Members(ctx, group)
 	require.NoError(t, err)

@@ -8,15 +8,17 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/internal/redistest"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func TestMutexGrantReleaseLeavesNoKeys(t *testing.T) {
-	prefix := uniquePrefix()
+	prefix := redistest.Prefix()
 	p := newProvider(t, WithPrefix(prefix))
-	rdb := p.Client().Redis()
+	rdb := p.client.Redis()
 	ctx := context.Background()
 	m := p.Mutex(uniqueName(t))
 
@@ -89,7 +91,7 @@ func breakHandle(t testing.TB, h core.Handle) {
 	key := p.client.Key(rh.grant.Lock)
 	var err error
 	switch rh.grant.Lock.Kind {
-	case KindRead, KindSemaphore:
+	case redisop.KindRead, redisop.KindSemaphore:
 		err = p.client.Redis().ZRem(context.Background(), key, rh.grant.Owner).Err()
 	default:
 		err = p.client.Redis().Del(context.Background(), key).Err()
@@ -123,7 +125,7 @@ func TestWaiterWakesOnRelease(t *testing.T) {
 			got <- wh
 		}()
 		// Let the waiter subscribe and fail its first tries.
-		require.Eventually(t, func() bool { return p.waker.n.Len() == 1 }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return p.waker.Waiting() == 1 }, 10*time.Second, time.Millisecond)
 		require.NoError(t, h.Release(ctx))
 		select {
 		case wh := <-got:
@@ -139,7 +141,7 @@ func TestWaiterWakesOnRelease(t *testing.T) {
 func TestDeadServerFailsPromptly(t *testing.T) {
 	// The driver's own dial retries (five, 100 ms apart, by default) bound
 	// how long a call takes; one is enough here.
-	rdb := redis.NewClient(&redis.Options{Addr: deadAddr(t), DialerRetries: 1, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.DeadAddr(t), DialerRetries: 1, MaxRetries: -1})
 	defer rdb.Close()
 	p, err := New(rdb, WithTTL(testTTL))
 	require.NoError(t, err)
@@ -193,8 +195,8 @@ func TestWaitingWriterKeepsReadersOutUntilItGivesUp(t *testing.T) {
 }
 
 func TestCloseMarksHandlesLost(t *testing.T) {
-	prefix := uniquePrefix()
-	rdb := newRedis(t, redisAddr(t))
+	prefix := redistest.Prefix()
+	rdb := redistest.Client(t, redistest.Addr(t))
 	p, err := New(rdb, WithTTL(testTTL), WithPrefix(prefix))
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -216,8 +218,8 @@ func TestMutexWaitersServedInArrivalOrder(t *testing.T) {
 	h, err := holder.Mutex(name).Acquire(ctx)
 	require.NoError(t, err)
 
-	queue := holder.Client().mutexKeys(Lock{Kind: KindMutex, Name: name})[1]
-	rdb := holder.Client().Redis()
+	queue := holder.client.Key(redisop.Lock{Kind: redisop.KindMutex, Name: name}) + ":q"
+	rdb := holder.client.Redis()
 	type grant struct {
 		i int
 		h core.Handle
@@ -249,4 +251,30 @@ func TestMutexWaitersServedInArrivalOrder(t *testing.T) {
 		}
 	}
 	require.NoError(t, prev.Release(ctx))
+}
+
+// The calls of a prepared mutex (Provider's) build their own EVALSHA: after
+// a SCRIPT FLUSH they fall back to EVAL as redis.Script.Run does.
+func TestPreparedMutexAfterScriptFlush(t *testing.T) {
+	srv := redistest.StartServer(t)
+	rdb := redistest.Client(t, srv.Addr())
+	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(DefaultLocalHandoffs))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := p.Mutex("a")
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	h1, err := m.TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	// A waiter in line: the release draws its token (mutex_spare.lua).
+	w, _ := p.hand.Enqueue(line(p, "a"), "")
+	require.NoError(t, h1.Release(ctx))
+	h2, ok, _ := p.hand.Leave(line(p, "a"), w)
+	require.True(t, ok)
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
+	require.NoError(t, rdb.ScriptFlush(ctx).Err())
+	require.NoError(t, h2.Release(ctx))
+	assert.Zero(t, rdb.Exists(ctx, line(p, "a")).Val(), "the release did not run")
 }

@@ -29,7 +29,6 @@ type config struct {
 	prefix      string
 	log         *slog.Logger
 	backoff     kit.Backoff
-	linger      time.Duration
 	identity    string
 	handoffs    int           // longest run of local handoffs
 	handoffSpan time.Duration // longest time a run of local handoffs lasts
@@ -92,7 +91,6 @@ func newConfig(opts []Option) (config, error) {
 		ttl:      DefaultTTL,
 		prefix:   DefaultPrefix,
 		backoff:  kit.DefaultBackoff,
-		linger:   5 * time.Second,
 		identity: kit.DefaultIdentity(),
 
 		handoffs:    DefaultLocalHandoffs,

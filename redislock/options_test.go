@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,7 +16,7 @@ import (
 // unreachable is a client for an address nothing listens on: the cases
 // below must fail before any I/O.
 func unreachable(t *testing.T) *redis.Client {
-	return newRedis(t, "127.0.0.1:1")
+	return redistest.Client(t, "127.0.0.1:1")
 }
 
 func TestNewRejectsBadInput(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -31,11 +32,11 @@ var errClosed = errors.New("redislock: provider closed")
 // draws fencing tokens for the local handoff, one short call at a time per
 // held mutex. Close stops them all and waits for them.
 type Provider struct {
-	client *Client
+	client *redisop.Client
 	cfg    config
 	idTag  string // the identity as it is recorded in owner values
 	keeper *kit.Keeper
-	waker  *waker
+	waker  *redisop.Waker
 	closed atomic.Bool
 
 	hand     kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
@@ -59,12 +60,12 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := NewClient(rdb, cfg.prefix)
+	client, err := redisop.NewClient(rdb, cfg.prefix)
 	if err != nil {
 		return nil, err
 	}
 	// Handoffs to this Provider's waiters come on a channel of its own.
-	client = client.WithInbox(client.Channel() + ":" + NewOwner()[:16])
+	client = client.WithInbox(client.Channel() + ":" + redisop.NewOwner()[:16])
 	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		TTL:      cfg.ttl,
@@ -75,12 +76,9 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.waker = newWaker(rdb, []string{client.Channel(), client.Inbox()}, cfg.linger, cfg.log)
+	p.waker = redisop.NewWaker(rdb, cfg.log, client.Channel(), client.Inbox())
 	return p, nil
 }
-
-// Client returns the single-server operations the Provider runs.
-func (p *Provider) Client() *Client { return p.client }
 
 // TTL returns the lease of every grant.
 func (p *Provider) TTL() time.Duration { return p.cfg.ttl }
@@ -93,7 +91,7 @@ func (p *Provider) TTL() time.Duration { return p.cfg.ttl }
 func (p *Provider) Close() error {
 	p.closed.Store(true)
 	p.keeper.Close()
-	p.waker.close()
+	p.waker.Close()
 	p.bgMu.Lock()
 	p.bgClosed = true
 	p.bgMu.Unlock()
@@ -107,7 +105,7 @@ func (p *Provider) Close() error {
 // a release hands the lock straight to the first of them and announces it
 // with one PUBLISH, so a contended handoff costs no extra round trip.
 func (p *Provider) Mutex(name string) core.Locker {
-	return p.locker(Lock{Kind: KindMutex, Name: name})
+	return p.locker(redisop.Lock{Kind: redisop.KindMutex, Name: name})
 }
 
 // RWMutex returns the reader-writer lock called name. Readers are held in a
@@ -115,13 +113,13 @@ func (p *Provider) Mutex(name string) core.Locker {
 // after the TTL while the others renew; a writer that waits keeps new
 // readers out. Acquire and release cost one round trip each.
 func (p *Provider) RWMutex(name string) core.RWLocker {
-	w := Lock{Kind: KindWrite, Name: name}
-	if err := w.validate(); err != nil {
+	w := redisop.Lock{Kind: redisop.KindWrite, Name: name}
+	if err := w.Validate(); err != nil {
 		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
 		locker: &locker{p: p, lock: p.client.Prepare(w)},
-		read:   struct{ core.Locker }{&locker{p: p, lock: p.client.Prepare(Lock{Kind: KindRead, Name: name})}},
+		read:   struct{ core.Locker }{&locker{p: p, lock: p.client.Prepare(redisop.Lock{Kind: redisop.KindRead, Name: name})}},
 	}
 }
 
@@ -130,7 +128,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 // holders are purged on every attempt. Acquire and release cost one round
 // trip each. Every user of the name must pass the same max.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
-	return p.locker(Lock{Kind: KindSemaphore, Name: name, Max: max})
+	return p.locker(redisop.Lock{Kind: redisop.KindSemaphore, Name: name, Max: max})
 }
 
 // Register adds id to group, or refreshes it, for ttl; the server's clock
@@ -165,13 +163,13 @@ func (p *Provider) wrap(op, name string, err error) error {
 
 // renew is the Keeper's Renew: one pipeline for the whole batch.
 func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
-	gs := make([]Grant, len(batch))
+	gs := make([]redisop.Grant, len(batch))
 	for i, l := range batch {
 		switch d := l.Data.(type) {
 		case *lease:
 			gs[i] = d.grant
 		default:
-			gs[i] = d.(Grant)
+			gs[i] = d.(redisop.Grant)
 		}
 	}
 	return p.client.ExtendAll(ctx, gs, p.cfg.ttl)
@@ -181,13 +179,13 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 type handle struct {
 	*kit.BaseHandle
 	p     *Provider
-	grant Grant
+	grant redisop.Grant
 	lease *lease // a mutex's; nil for the other kinds
 }
 
 // newHandle returns the handle of a grant the server made.
-func (p *Provider) newHandle(g Grant, token uint64, start time.Time) *handle {
-	if g.Lock.Kind == KindMutex {
+func (p *Provider) newHandle(g redisop.Grant, token uint64, start time.Time) *handle {
+	if g.Lock.Kind == redisop.KindMutex {
 		return p.newMutexHandle(g, token, start, 0, start)
 	}
 	h := &handle{p: p, grant: g}

@@ -4,7 +4,7 @@
 //
 // # Algorithm
 //
-// Acquire sends the single-server acquire script of package redislock to
+// Acquire sends the single-server acquire script of package redisop to
 // every server in parallel with one random 128-bit owner value. It succeeds
 // as soon as a majority granted within the acquire budget (TTL − minimum
 // validity; defaults 30 s − 27 s = 3 s), so a returned handle still has at

@@ -10,13 +10,13 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
-	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
 // locker is every primitive: the Lock says which.
 type locker struct {
 	p    *Provider
-	lock redislock.Lock
+	lock redisop.Lock
 }
 
 type rwLocker struct {
@@ -26,12 +26,9 @@ type rwLocker struct {
 
 func (l *rwLocker) RLocker() core.Locker { return l.read }
 
-func (p *Provider) locker(lock redislock.Lock) core.Locker {
-	if err := kit.ValidateName(lock.Name); err != nil {
+func (p *Provider) locker(lock redisop.Lock) core.Locker {
+	if err := lock.Validate(); err != nil {
 		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
-	}
-	if lock.Kind == redislock.KindSemaphore && lock.Max < 1 {
-		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, kit.Invalid("semaphore max %d < 1", lock.Max)))
 	}
 	return &locker{p: p, lock: p.prepare(lock)}
 }
@@ -46,7 +43,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
-	h, _, err := l.try(ctx, redislock.NewOwner(), 0)
+	h, _, err := l.try(ctx, redisop.NewOwner(), 0)
 	return h, err
 }
 
@@ -67,7 +64,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		return nil, l.p.wrap("acquire", l.lock.Name, err)
 	}
 	defer leave()
-	owner := redislock.NewOwner()
+	owner := redisop.NewOwner()
 	// How long a waiting writer's marker lives between tries; a waiting
 	// mutex acquire marks the lock awaited, so its release announces it.
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
@@ -90,10 +87,10 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 
 // gaveUp withdraws a waiting writer's marker from every server.
 func (l *locker) gaveUp(owner string, err error) {
-	if err == nil || l.lock.Kind != redislock.KindWrite {
+	if err == nil || l.lock.Kind != redisop.KindWrite {
 		return
 	}
-	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	for _, s := range l.p.servers {
 		l.p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
 	}
@@ -104,88 +101,117 @@ func (l *locker) gaveUp(owner string, err error) {
 func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (core.Handle, time.Duration, error) {
 	p := l.p
 	start := time.Now()
-	g := redislock.Grant{Lock: l.lock, Owner: owner}
+	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	// The calls run to their end even when the caller gives up: a call cut
 	// short may still land its grant, and only a finished call can be
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
-	replies := each(p, actx, func(ctx context.Context, s server) (redislock.Result, error) {
+	replies := each(p, actx, func(ctx context.Context, s server) (redisop.Result, error) {
 		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait)
 	})
+	t := p.count(ctx, actx, replies)
+	if len(t.granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
+		token, err := p.fence(actx, l.lock, t.granted)
+		if err == nil {
+			return p.hold(g, token, start, t, replies, cancel), 0, nil
+		}
+		t.slow = append(t.slow, err)
+	}
+	cancel()
+	p.abandon(g, t, replies)
+	retryIn, err := p.failure(ctx, t)
+	return nil, retryIn, p.wrap("acquire", l.lock.Name, err)
+}
 
+// tally is the servers' answers to one acquire attempt, as far as they
+// arrived.
+type tally struct {
+	granted  map[int]uint64 // server → its counter
+	refused  int
+	hard     []error // the server could not be asked: down, refusing connections
+	slow     []error // no answer within the budget
+	retryIn  time.Duration
+	answered int
+	known    []bool // the server's reply has arrived
+}
+
+func (t *tally) failed() int { return t.refused + len(t.hard) + len(t.slow) }
+
+// add counts one server's reply; late says the attempt's budget ran out
+// before the reply came.
+func (t *tally) add(r reply[redisop.Result], late bool) {
+	t.answered++
+	t.known[r.i] = true
+	switch {
+	case r.err != nil && late:
+		t.slow = append(t.slow, r.err)
+	case r.err != nil:
+		t.hard = append(t.hard, r.err)
+	case r.v.Acquired:
+		t.granted[r.i] = r.v.Token
+	default:
+		t.refused++
+		if t.retryIn == 0 || (r.v.RetryIn > 0 && r.v.RetryIn < t.retryIn) {
+			t.retryIn = r.v.RetryIn
+		}
+	}
+}
+
+// count reads the replies of one attempt, whose calls run under actx,
+// until a majority granted, a majority can no longer grant, every server
+// answered or ctx ends.
+func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop.Result]) *tally {
 	n := len(p.servers)
-	var (
-		granted  = make(map[int]uint64, n) // server → its counter
-		refused  int
-		hard     []error // the server could not be asked: down, refusing connections
-		slow     []error // no answer within the budget
-		retryIn  time.Duration
-		answered int
-		known    = make([]bool, n) // the server's reply has arrived
-	)
-	failed := func() int { return refused + len(hard) + len(slow) }
-	for answered < n && len(granted) < p.quorum && failed() <= n-p.quorum && ctx.Err() == nil {
-		var r reply[redislock.Result]
+	t := &tally{granted: make(map[int]uint64, n), known: make([]bool, n)}
+	for t.answered < n && len(t.granted) < p.quorum && t.failed() <= n-p.quorum && ctx.Err() == nil {
+		var r reply[redisop.Result]
 		select {
 		case r = <-replies:
 		case <-ctx.Done():
 			continue
 		}
-		answered++
-		known[r.i] = true
-		switch {
-		case r.err != nil && actx.Err() != nil && ctx.Err() == nil:
-			slow = append(slow, r.err)
-		case r.err != nil:
-			hard = append(hard, r.err)
-		case r.v.Acquired:
-			granted[r.i] = r.v.Token
-		default:
-			refused++
-			if retryIn == 0 || (r.v.RetryIn > 0 && r.v.RetryIn < retryIn) {
-				retryIn = r.v.RetryIn
+		t.add(r, actx.Err() != nil && ctx.Err() == nil)
+	}
+	return t
+}
+
+// hold returns the handle of g, granted by a majority with token. The
+// servers that had not answered yet are read in the background, and cancel,
+// which ends the attempt's calls, is called once all have answered.
+func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally, replies <-chan reply[redisop.Result], cancel context.CancelFunc) *handle {
+	late := len(p.servers) - t.answered
+	if late == 0 {
+		cancel()
+		return p.newHandle(g, token, start, nil)
+	}
+	st := &stragglers{known: t.known}
+	h := p.newHandle(g, token, start, st)
+	p.bg.Add(1)
+	go func() {
+		// A late grant is extended and released with the others, unless
+		// the release started before it landed: the release may have
+		// passed it on its server, so it is released again there.
+		defer p.bg.Done()
+		defer cancel()
+		for range late {
+			r := <-replies
+			if st.arrived(r.i) && (r.err != nil || r.v.Acquired) {
+				rctx, rcancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+				_, _ = p.servers[r.i].client.Release(rctx, g)
+				rcancel()
 			}
 		}
-	}
+	}()
+	return h
+}
 
-	if len(granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
-		token, err := p.fence(actx, l.lock, granted)
-		if err == nil {
-			late := n - answered
-			if late == 0 {
-				cancel()
-				return p.newHandle(g, token, start, nil), 0, nil
-			}
-			st := &stragglers{known: known}
-			h := p.newHandle(g, token, start, st)
-			p.bg.Add(1)
-			go func() {
-				// A late grant is extended and released with the others,
-				// unless the release started before it landed: the
-				// release may have passed it on its server, so it is
-				// released again there.
-				defer p.bg.Done()
-				defer cancel()
-				for range late {
-					r := <-replies
-					if st.arrived(r.i) && (r.err != nil || r.v.Acquired) {
-						rctx, rcancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
-						_, _ = p.servers[r.i].client.Release(rctx, g)
-						rcancel()
-					}
-				}
-			}()
-			return h, 0, nil
-		}
-		slow = append(slow, err)
-	}
-
-	// Failed. Give back whatever may have been granted before the next
-	// try: the owner value is the same across the tries of one Acquire, so
-	// a give-back left running could delete the next try's grants.
-	cancel()
-	maybe := len(granted) > 0 || len(hard) > 0 || len(slow) > 0 // an errored call may have run
-	for ; answered < n; answered++ {
+// abandon ends a failed attempt: it waits for the replies still due and,
+// when some call may have granted, gives g back before the next try. The
+// owner value is the same across the tries of one Acquire, so a give-back
+// left running could delete the next try's grants.
+func (p *Provider) abandon(g redisop.Grant, t *tally, replies <-chan reply[redisop.Result]) {
+	maybe := len(t.granted) > 0 || len(t.hard) > 0 || len(t.slow) > 0 // an errored call may have run
+	for ; t.answered < len(p.servers); t.answered++ {
 		if r := <-replies; r.err != nil || r.v.Acquired {
 			maybe = true
 		}
@@ -193,25 +219,31 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	if maybe {
 		p.giveBack(g)
 	}
+}
+
+// failure says why an attempt failed, and how long it is worth waiting
+// before the next (0 when waiting will not help or is over).
+func (p *Provider) failure(ctx context.Context, t *tally) (time.Duration, error) {
+	n := len(p.servers)
 	switch {
 	case ctx.Err() != nil:
-		return nil, 0, p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
-	case len(hard) > n-p.quorum:
+		return 0, kit.NotAcquired(ctx)
+	case len(t.hard) > n-p.quorum:
 		// A majority cannot even be asked: waiting will not help.
-		return nil, 0, p.wrap("acquire", l.lock.Name, fmt.Errorf("%d of %d servers unreachable, %d needed: %w",
-			len(hard), n, p.quorum, errors.Join(hard...)))
+		return 0, fmt.Errorf("%d of %d servers unreachable, %d needed: %w",
+			len(t.hard), n, p.quorum, errors.Join(t.hard...))
 	}
-	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner", len(granted), n, p.quorum, refused)
-	if errs := append(hard, slow...); len(errs) > 0 {
+	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner", len(t.granted), n, p.quorum, t.refused)
+	if errs := append(t.hard, t.slow...); len(errs) > 0 {
 		why += fmt.Sprintf(", %d failed: %v", len(errs), errors.Join(errs...))
 	}
-	return nil, retryIn, p.wrap("acquire", l.lock.Name, kit.Busy("%s)", why))
+	return t.retryIn, kit.Busy("%s)", why)
 }
 
 // giveBack releases g on every server and waits for all of them (up to
 // cleanupTimeout): the next try of the same Acquire reuses the owner value,
 // so no release of this one may still be on its way.
-func (p *Provider) giveBack(g redislock.Grant) {
+func (p *Provider) giveBack(g redisop.Grant) {
 	ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
 	defer cancel()
 	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
@@ -225,7 +257,7 @@ func (p *Provider) giveBack(g redislock.Grant) {
 // fence turns the granting servers' counters into the grant's token: the
 // largest, written back to the granting servers that had less until a
 // majority holds at least that value.
-func (p *Provider) fence(ctx context.Context, lock redislock.Lock, granted map[int]uint64) (uint64, error) {
+func (p *Provider) fence(ctx context.Context, lock redisop.Lock, granted map[int]uint64) (uint64, error) {
 	var token uint64
 	for _, v := range granted {
 		token = max(token, v)

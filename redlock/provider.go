@@ -10,7 +10,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
-	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,8 +38,8 @@ type Provider struct {
 
 type server struct {
 	name   string // for errors: "redis[1] 127.0.0.1:6380"
-	client *redislock.Client
-	waker  *redislock.Waker
+	client *redisop.Client
+	waker  *redisop.Waker
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -60,14 +60,14 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 	}
 	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1}
 	for i, rdb := range clients {
-		c, err := redislock.NewClient(rdb, cfg.prefix)
+		c, err := redisop.NewClient(rdb, cfg.prefix)
 		if err != nil {
 			return nil, fmt.Errorf("redlock: client %d: %w", i, err)
 		}
 		p.servers = append(p.servers, server{
 			name:   serverName(i, rdb),
 			client: c,
-			waker:  redislock.NewWaker(rdb, c.Channel(), cfg.log),
+			waker:  redisop.NewWaker(rdb, cfg.log, c.Channel()),
 		})
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())
@@ -112,7 +112,7 @@ func (p *Provider) Close() error {
 // parallel round trip to every server (two when the servers' fencing
 // counters disagree), releasing it one.
 func (p *Provider) Mutex(name string) core.Locker {
-	return p.locker(redislock.Lock{Kind: redislock.KindMutex, Name: name})
+	return p.locker(redisop.Lock{Kind: redisop.KindMutex, Name: name})
 }
 
 // RWMutex returns the reader-writer lock called name, each side granted by
@@ -123,8 +123,8 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
 	}
 	return &rwLocker{
-		locker: &locker{p: p, lock: p.prepare(redislock.Lock{Kind: redislock.KindWrite, Name: name})},
-		read:   &locker{p: p, lock: p.prepare(redislock.Lock{Kind: redislock.KindRead, Name: name})},
+		locker: &locker{p: p, lock: p.prepare(redisop.Lock{Kind: redisop.KindWrite, Name: name})},
+		read:   &locker{p: p, lock: p.prepare(redisop.Lock{Kind: redisop.KindRead, Name: name})},
 	}
 }
 
@@ -137,7 +137,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 		return kit.FailedLocker(name, p.wrap("acquire", name,
 			fmt.Errorf("%w: a semaphore over %d servers: a majority vote does not preserve the bound", core.ErrUnsupported, len(p.servers))))
 	}
-	return p.locker(redislock.Lock{Kind: redislock.KindSemaphore, Name: name, Max: max})
+	return p.locker(redisop.Lock{Kind: redisop.KindSemaphore, Name: name, Max: max})
 }
 
 func (p *Provider) wrap(op, name string, err error) error {
@@ -153,7 +153,7 @@ func (p *Provider) wrap(op, name string, err error) error {
 
 // prepare computes lock's keys once: every server's Client has the same
 // prefix, so they all reuse them.
-func (p *Provider) prepare(lock redislock.Lock) redislock.Lock {
+func (p *Provider) prepare(lock redisop.Lock) redisop.Lock {
 	return p.servers[0].client.Prepare(lock)
 }
 
@@ -196,9 +196,9 @@ type reply[T any] struct {
 // lost once more than N − quorum servers said it is gone; it is decided as
 // soon as either is certain, so a stalled server cannot hold the batch up.
 func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
-	gs := make([]redislock.Grant, len(batch))
+	gs := make([]redisop.Grant, len(batch))
 	for i, l := range batch {
-		gs[i] = l.Data.(redislock.Grant)
+		gs[i] = l.Data.(redisop.Grant)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stragglers
@@ -250,7 +250,7 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 // background. A server confirms when the release deleted the grant, or
 // found nothing there after the server had answered the acquire (known,
 // nil when all had): a release that overtook a late acquire proves nothing.
-func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant, known []bool) error {
+func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool) error {
 	// One deadline for every server's call; the stragglers keep it after
 	// this returns, and the last of them to finish cancels it.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -294,12 +294,12 @@ func (p *Provider) releaseAll(ctx context.Context, g redislock.Grant, known []bo
 // handle is a lock granted by a majority.
 type handle struct {
 	*kit.BaseHandle
-	grant redislock.Grant
+	grant redisop.Grant
 }
 
 // newHandle makes the handle of a grant; st is nil when every server had
 // answered the acquire.
-func (p *Provider) newHandle(g redislock.Grant, token uint64, start time.Time, st *stragglers) *handle {
+func (p *Provider) newHandle(g redisop.Grant, token uint64, start time.Time, st *stragglers) *handle {
 	h := &handle{grant: g}
 	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {
 		var known []bool // nil: every server answered

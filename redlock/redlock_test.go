@@ -14,7 +14,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
-	"github.com/distlock/distlock/redislock"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/distlock/distlock/redlock"
 )
 
@@ -44,7 +44,7 @@ func uniqueName(t testing.TB) string {
 func breakGrant(clients []redis.UniversalClient) func(t testing.TB, h core.Handle) {
 	return func(t testing.TB, h core.Handle) {
 		g := redlock.GrantOf(h)
-		c, err := redislock.NewClient(clients[0], redlock.DefaultPrefix)
+		c, err := redisop.NewClient(clients[0], redlock.DefaultPrefix)
 		require.NoError(t, err)
 		key := c.Key(g.Lock)
 		require.Eventually(t, func() bool {
@@ -214,9 +214,9 @@ func TestFencingAcrossDisagreeingCounters(t *testing.T) {
 	// Push one server's counter far ahead, as if it had served grants the
 	// others never saw: the next token must still exceed every earlier one,
 	// and the write-back must bring a majority up to it.
-	c, err := redislock.NewClient(clients[4], redlock.DefaultPrefix)
+	c, err := redisop.NewClient(clients[4], redlock.DefaultPrefix)
 	require.NoError(t, err)
-	require.NoError(t, c.RaiseCounter(ctx, redislock.Lock{Kind: redislock.KindMutex, Name: name}, first+1000))
+	require.NoError(t, c.RaiseCounter(ctx, redisop.Lock{Kind: redisop.KindMutex, Name: name}, first+1000))
 	last := first
 	for range 5 {
 		h, err := l.TryAcquire(ctx)

@@ -1,4 +1,4 @@
-package redislock
+package redisop
 
 import (
 	"context"

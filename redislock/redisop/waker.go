@@ -1,4 +1,4 @@
-package redislock
+package redisop
 
 import (
 	"context"
@@ -12,26 +12,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waker turns release announcements into wake-ups of local waiters. One
-// pub/sub subscription to the Provider's channels (the shared one, and its
-// own inbox for mutex handoffs), kept open while some Acquire waits (and
-// for linger after the last one stops), fans each message out through a
-// kit.Notifier keyed by the lock's WakeKey or the waiter's HandoffKey.
+// Waker turns the release and handoff announcements published on a
+// Client's channels into wake-ups of local waiters. One pub/sub
+// subscription to its channels (a Client's Channel, and the Inbox of mutex
+// handoffs when it differs), kept open while some waiter listens (and for
+// a few seconds after the last one stops, to spare reconnects under steady
+// contention), fans each message out through a kit.Notifier keyed by the
+// lock's WakeKey or the waiter's HandoffKey.
 //
 // When the subscription breaks or is (re)established every waiter is woken,
 // since a release may have gone unseen; waiters also retry on a backoff, so
 // a lost signal costs latency, never correctness.
-type waker struct {
+type Waker struct {
 	rdb      redis.UniversalClient
 	channels []string
-	linger   time.Duration
 	log      *slog.Logger
 	n        kit.Notifier
 
 	mu     sync.Mutex
 	keys   int         // keys with waiters
 	run    *listener   // nil when not listening
-	idle   *time.Timer // stops run after linger without waiters
+	idle   *time.Timer // stops run after wakerLinger without waiters
 	closed bool
 	wg     sync.WaitGroup
 
@@ -39,23 +40,43 @@ type waker struct {
 	handoffs map[string]uint64 // HandoffKeys of waiting mutex acquires → token handed (0: none yet)
 }
 
-func newWaker(rdb redis.UniversalClient, channels []string, linger time.Duration, log *slog.Logger) *waker {
-	w := &waker{rdb: rdb, channels: channels, linger: linger, log: log, handoffs: map[string]uint64{}}
+// wakerLinger is how long the subscription stays open after its last
+// waiter stopped listening.
+const wakerLinger = 5 * time.Second
+
+// NewWaker returns a Waker listening on channels through rdb. It does no
+// I/O until a waiter subscribes. log receives reconnect warnings; nil
+// discards them.
+func NewWaker(rdb redis.UniversalClient, log *slog.Logger, channels ...string) *Waker {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Waker{rdb: rdb, channels: channels, log: log, handoffs: map[string]uint64{}}
 	w.n.OnFirst = w.first
 	w.n.OnLast = w.last
 	return w
 }
 
-// subscribe returns a channel that receives when key may have been
-// released, and the func that stops listening.
-func (w *waker) subscribe(key string) (<-chan struct{}, func()) {
+// Subscribe returns a channel that receives when the lock with wake key key
+// (Client.WakeKey) may have been released, or a handoff to the waiter with
+// HandoffKey key was announced, and the func that stops listening.
+// Subscribe before the attempt whose failure you will wait on.
+func (w *Waker) Subscribe(key string) (<-chan struct{}, func()) {
 	return w.n.Subscribe(key)
 }
 
-// expectHandoff registers a waiting mutex acquire under its HandoffKey.
+// Notify wakes the local subscribers of key, as an announcement of key
+// would: a backend that hands a lock on within its process uses it.
+func (w *Waker) Notify(key string) { w.n.Notify(key) }
+
+// Waiting returns how many keys have subscribers.
+func (w *Waker) Waiting() int { return w.n.Len() }
+
+// ExpectHandoff registers a waiting mutex acquire under its HandoffKey.
 // take returns the token of a handoff announced since (0 if none); forget
-// unregisters.
-func (w *waker) expectHandoff(key string) (take func() uint64, forget func()) {
+// unregisters. Register before the attempt that may queue the waiter, so
+// that an announcement that comes before it subscribes is kept.
+func (w *Waker) ExpectHandoff(key string) (take func() uint64, forget func()) {
 	w.hmu.Lock()
 	w.handoffs[key] = 0
 	w.hmu.Unlock()
@@ -77,8 +98,8 @@ func (w *waker) expectHandoff(key string) (take func() uint64, forget func()) {
 }
 
 // deliver routes one message of the channel.
-func (w *waker) deliver(payload string) {
-	key, tok := ParseHandoff(payload)
+func (w *Waker) deliver(payload string) {
+	key, tok := parseHandoff(payload)
 	if tok != 0 {
 		w.hmu.Lock()
 		if _, ok := w.handoffs[key]; ok {
@@ -89,7 +110,7 @@ func (w *waker) deliver(payload string) {
 	w.n.Notify(key)
 }
 
-func (w *waker) first(string) {
+func (w *Waker) first(string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keys++
@@ -104,16 +125,16 @@ func (w *waker) first(string) {
 	}
 }
 
-func (w *waker) last(string) {
+func (w *Waker) last(string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.keys--
 	if w.keys == 0 && w.run != nil && !w.closed {
-		w.idle = time.AfterFunc(w.linger, w.stopIdle)
+		w.idle = time.AfterFunc(wakerLinger, w.stopIdle)
 	}
 }
 
-func (w *waker) stopIdle() {
+func (w *Waker) stopIdle() {
 	w.mu.Lock()
 	if w.keys > 0 || w.run == nil || w.closed {
 		w.mu.Unlock()
@@ -125,7 +146,8 @@ func (w *waker) stopIdle() {
 	r.close()
 }
 
-func (w *waker) close() {
+// Close stops listening and waits for the subscription's goroutine.
+func (w *Waker) Close() {
 	w.mu.Lock()
 	w.closed = true
 	if w.idle != nil {
@@ -143,7 +165,7 @@ func (w *waker) close() {
 
 // listener is one run of the subscription loop.
 type listener struct {
-	w    *waker
+	w    *Waker
 	stop chan struct{}
 
 	mu      sync.Mutex
@@ -229,7 +251,7 @@ func (r *listener) setPubSub(ps *redis.PubSub) bool {
 	return true
 }
 
-// close stops the loop; the waker's WaitGroup sees it exit.
+// close stops the loop; the Waker.s WaitGroup sees it exit.
 func (r *listener) close() {
 	r.mu.Lock()
 	if r.stopped {

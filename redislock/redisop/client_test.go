@@ -1,4 +1,4 @@
-package redislock
+package redisop
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redislock/internal/redistest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 func newClient(t *testing.T) *Client {
 	t.Helper()
-	c, err := NewClient(newRedis(t, redisAddr(t)), uniquePrefix())
+	c, err := NewClient(redistest.Client(t, redistest.Addr(t)), redistest.Prefix())
 	require.NoError(t, err)
 	return c
 }
@@ -85,7 +86,7 @@ func TestClientMutexQueueIsFIFO(t *testing.T) {
 	require.True(t, ok)
 	msg, err := sub.ReceiveMessage(ctx)
 	require.NoError(t, err)
-	key, token := ParseHandoff(msg.Payload)
+	key, token := parseHandoff(msg.Payload)
 	assert.Equal(t, c.HandoffKey(l, w1), key)
 	assert.Positive(t, token)
 	assert.True(t, strings.HasPrefix(c.Redis().Get(ctx, c.Key(l)).Val(), w1+":"), "held by w1")
@@ -163,8 +164,8 @@ func TestClientExtendAll(t *testing.T) {
 
 func TestExtendAllAfterScriptFlush(t *testing.T) {
 	// SCRIPT FLUSH affects every client of a server: use our own.
-	srv := startOwnServer(t, freePort(t))
-	c, err := NewClient(newRedis(t, srv.addr()), "")
+	srv := redistest.StartServer(t)
+	c, err := NewClient(redistest.Client(t, srv.Addr()), "")
 	require.NoError(t, err)
 	ctx := context.Background()
 	g := Grant{Lock: Lock{Kind: KindMutex, Name: "a"}, Owner: NewOwner()}
@@ -190,7 +191,7 @@ func TestParseHandoff(t *testing.T) {
 		{"p:{x}:mutex#abc#x1", "p:{x}:mutex#abc#x1", 0},
 	}
 	for _, tt := range tests {
-		key, token := ParseHandoff(tt.msg)
+		key, token := parseHandoff(tt.msg)
 		assert.Equal(t, tt.key, key, tt.msg)
 		assert.Equal(t, tt.token, token, tt.msg)
 	}
@@ -198,8 +199,8 @@ func TestParseHandoff(t *testing.T) {
 
 func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 	// SCRIPT FLUSH affects every client of a server: use our own.
-	srv := startOwnServer(t, freePort(t))
-	rdb := newRedis(t, srv.addr())
+	srv := redistest.StartServer(t)
+	rdb := redistest.Client(t, srv.Addr())
 	c, err := NewClient(rdb, "")
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -213,30 +214,4 @@ func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 		require.True(t, res.Acquired)
 		require.Positive(t, res.Token)
 	}
-}
-
-// The calls of a prepared mutex (Provider's) build their own EVALSHA: after
-// a SCRIPT FLUSH they fall back to EVAL as redis.Script.Run does.
-func TestPreparedMutexAfterScriptFlush(t *testing.T) {
-	srv := startOwnServer(t, freePort(t))
-	rdb := newRedis(t, srv.addr())
-	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(DefaultLocalHandoffs))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	m := p.Mutex("a")
-	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	h1, err := m.TryAcquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	// A waiter in line: the release draws its token (mutex_spare.lua).
-	w, _ := p.hand.Enqueue(line(p, "a"), "")
-	require.NoError(t, h1.Release(ctx))
-	h2, ok, _ := p.hand.Leave(line(p, "a"), w)
-	require.True(t, ok)
-	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
-	require.NoError(t, rdb.ScriptFlush(ctx).Err())
-	require.NoError(t, h2.Release(ctx))
-	assert.Zero(t, rdb.Exists(ctx, line(p, "a")).Val(), "the release did not run")
 }

@@ -1,13 +1,10 @@
-package redislock
+package redisop
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // The operations below serve algorithms that run over several independent
@@ -19,9 +16,9 @@ var (
 	scriptCounterRaise = load("counter_raise")
 )
 
-// CounterKey is the key of the durable counter of l's name: shared by every
+// counterKey is the key of the durable counter of l's name: shared by every
 // kind of lock on the name, never expiring, never deleted.
-func (c *Client) CounterKey(l Lock) string { return c.base(l) + "counter" }
+func (c *Client) counterKey(l Lock) string { return c.base(l) + "counter" }
 
 // AcquireCounted makes one acquire attempt as Acquire does and, in the same
 // round trip (one pipeline), increments the name's durable counter when the
@@ -31,7 +28,7 @@ func (c *Client) CounterKey(l Lock) string { return c.base(l) + "counter" }
 // as awaited, so that its release announces on Channel that it is free (a
 // release of a lock nobody awaits announces nothing).
 func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return Result{}, err
 	}
 	ms := ttl.Milliseconds()
@@ -41,14 +38,14 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if l.Kind == KindMutex {
 		// The mutex script bumps the counter itself: one script call.
 		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
-		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, append(keys, c.CounterKey(l)), args...))
+		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, append(keys, c.counterKey(l)), args...))
 	}
 	kind := "key"
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
 		kind = "zset"
 	}
 	bump := func(int) (script, []string, []any) {
-		return scriptCounterBump, []string{c.Key(l), c.CounterKey(l)}, []any{owner, kind}
+		return scriptCounterBump, []string{c.Key(l), c.counterKey(l)}, []any{owner, kind}
 	}
 	cmds := c.pipelined(ctx, 2, func(i int) (script, []string, []any) {
 		if i == 0 {
@@ -79,28 +76,5 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 // RaiseCounter raises the durable counter of l's name to at least to: one
 // script call.
 func (c *Client) RaiseCounter(ctx context.Context, l Lock, to uint64) error {
-	return scriptCounterRaise.Run(ctx, c.rdb, []string{c.CounterKey(l)}, strconv.FormatUint(to, 10)).Err()
+	return scriptCounterRaise.Run(ctx, c.rdb, []string{c.counterKey(l)}, strconv.FormatUint(to, 10)).Err()
 }
-
-// Waker delivers the release announcements published on a Client's Channel
-// to the local waiters of each lock: one pub/sub subscription, open while
-// some waiter listens (and a few seconds after). A Provider has one
-// internally; multi-server algorithms make one per server.
-type Waker struct{ w *waker }
-
-// NewWaker returns a Waker listening on channel through rdb. log receives
-// reconnect warnings; nil discards them.
-func NewWaker(rdb redis.UniversalClient, channel string, log *slog.Logger) *Waker {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Waker{w: newWaker(rdb, []string{channel}, 5*time.Second, log)}
-}
-
-// Subscribe returns a channel that receives when the lock with wake key key
-// (Client.WakeKey) may have been released, and the func that stops
-// listening. Subscribe before the attempt whose failure you will wait on.
-func (w *Waker) Subscribe(key string) (<-chan struct{}, func()) { return w.w.subscribe(key) }
-
-// Close stops listening and waits for the subscription's goroutine.
-func (w *Waker) Close() { w.w.close() }

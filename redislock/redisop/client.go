@@ -1,14 +1,8 @@
-package redislock
+package redisop
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -16,136 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Kind is the kind of grant a Lock names.
-type Kind uint8
-
-// The kinds of grant. A mutex, a reader-writer lock and a semaphore with the
-// same name live under distinct keys: they are distinct locks. Their tokens
-// all derive from the server's clock, so they increase across kinds too.
-const (
-	KindMutex     Kind = iota + 1 // exclusive lock in a plain key
-	KindWrite                     // write side of a reader-writer lock
-	KindRead                      // read side of a reader-writer lock
-	KindSemaphore                 // one of Max slots
-)
-
-func (k Kind) String() string {
-	switch k {
-	case KindMutex:
-		return "mutex"
-	case KindWrite:
-		return "write"
-	case KindRead:
-		return "read"
-	case KindSemaphore:
-		return "semaphore"
-	}
-	return fmt.Sprintf("Kind(%d)", uint8(k))
-}
-
-// Lock names one lock on a server.
-type Lock struct {
-	Kind Kind
-	Name string
-	Max  int // semaphore size; ignored by the other kinds
-
-	safe string    // kit.SafeName(Name), when computed ahead
-	keys *lockKeys // its keys under one prefix, when computed ahead
-}
-
-// lockKeys are a Lock's keys under one Client prefix, computed once by
-// Client.Prepare for a Lock that serves many calls.
-type lockKeys struct {
-	prefix, base string
-	key, wake    string
-	mutex        []string // mutexKeys; len == cap, so an append copies
-
-	// For a mutex, the heads of its script calls and its WakeKey, boxed
-	// once (Client.call).
-	acquire, try, release, spare []any
-	wakeArg                      any
-}
-
-// Prepare returns l with its keys under c's prefix computed once, for a
-// Lock that serves many calls: every call through a Client with the same
-// prefix then reuses them instead of building them again.
-func (c *Client) Prepare(l Lock) Lock {
-	if l.safe == "" {
-		l.safe = kit.SafeName(l.Name)
-	}
-	l.keys = nil
-	k := &lockKeys{prefix: c.prefix, base: c.base(l)}
-	k.key, k.wake = c.Key(l), c.WakeKey(l)
-	k.mutex = slices.Clip(c.mutexKeys(l))
-	if l.Kind == KindMutex {
-		k.acquire = scriptMutexAcquire.head(k.mutex)
-		k.try = scriptMutexAcquire.head(k.mutex[:1])
-		k.release = scriptMutexRelease.head(k.mutex)
-		k.spare = scriptMutexSpare.head(k.mutex[:1])
-		k.wakeArg = k.wake
-	}
-	l.keys = k
-	return l
-}
-
-// prepared returns l's precomputed keys when they were computed for c's
-// prefix.
-func (c *Client) prepared(l Lock) *lockKeys {
-	if k := l.keys; k != nil && k.prefix == c.prefix {
-		return k
-	}
-	return nil
-}
-
-func (l Lock) validate() error {
-	if err := kit.ValidateName(l.Name); err != nil {
-		return err
-	}
-	switch l.Kind {
-	case KindMutex, KindWrite, KindRead:
-		return nil
-	case KindSemaphore:
-		if l.Max < 1 {
-			return kit.Invalid("semaphore max %d < 1", l.Max)
-		}
-		return nil
-	}
-	return kit.Invalid("unknown lock kind %v", l.Kind)
-}
-
-// Grant is one held grant: the lock and the owner value that holds it.
-type Grant struct {
-	Lock  Lock
-	Owner string
-}
-
-// Result is the outcome of one acquire attempt.
-type Result struct {
-	// Acquired reports whether the grant was made.
-	Acquired bool
-	// Token is the grant's fencing token when Acquired.
-	Token uint64
-	// RetryIn, when not Acquired, is the longest it is worth waiting before
-	// trying again: the holder's remaining TTL, or the time until the first
-	// semaphore slot or reader expires. Zero when unknown.
-	RetryIn time.Duration
-}
-
-// NewOwner returns a fresh 128-bit random owner value. Every acquire call
-// uses its own, which is what makes locks non-reentrant and a stale handle's
-// release harmless.
-func NewOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return hex.EncodeToString(b[:])
-}
-
 // Client runs the lock operations against one Redis deployment (a server,
 // or a cluster through *redis.ClusterClient): every operation is one Lua
 // script call, one round trip, and the renewal of many grants is one
 // pipeline. It keeps no state of its own besides its key prefix: waiting,
-// renewal on a cadence and handles live in Provider. Client is the layer a
-// multi-server algorithm such as RedLock drives once per server.
+// renewal on a cadence and handles live in the backend on top
+// (redislock.Provider). Client is the layer a multi-server algorithm such
+// as RedLock drives once per server.
 //
 // Keys: a lock named N lives under prefix + "{" + kit.SafeName(N) + "}:"
 // followed by "mutex" (holder and token), "mutex:q", "mutex:qx" and
@@ -179,8 +50,8 @@ func NewClient(rdb redis.UniversalClient, prefix string) (*Client, error) {
 
 // WithInbox returns a copy of c whose mutex waits ask for handoffs to be
 // announced on channel instead of Channel: a process that subscribes to a
-// channel of its own then hears only about its own handoffs. Provider gives
-// each instance one.
+// channel of its own then hears only about its own handoffs.
+// redislock.Provider gives each instance one.
 func (c *Client) WithInbox(channel string) *Client {
 	cc := *c
 	cc.inbox, cc.inboxArg = channel, channel
@@ -213,88 +84,6 @@ func (c *Client) Redis() redis.UniversalClient { return c.rdb }
 // may have become free. Mutex handoffs go to the waiter's Inbox.
 func (c *Client) Channel() string { return c.channel }
 
-func (c *Client) base(l Lock) string {
-	if k := c.prepared(l); k != nil {
-		return k.base
-	}
-	safe := l.safe
-	if safe == "" {
-		safe = kit.SafeName(l.Name)
-	}
-	return c.prefix + "{" + safe + "}:"
-}
-
-// WakeKey is what a release of l publishes on Channel: both sides of a
-// reader-writer lock share one.
-func (c *Client) WakeKey(l Lock) string {
-	if k := c.prepared(l); k != nil {
-		return k.wake
-	}
-	switch l.Kind {
-	case KindWrite, KindRead:
-		return c.base(l) + "rw"
-	}
-	return c.Key(l)
-}
-
-// HandoffKey identifies the handoff of mutex l to the waiter owner: a
-// release that hands the lock over publishes HandoffKey + "#" + token on
-// the waiter's Inbox (see ParseHandoff).
-func (c *Client) HandoffKey(l Lock, owner string) string {
-	return c.WakeKey(l) + "#" + owner
-}
-
-// ParseHandoff splits a message published on Channel into the key waiters
-// listen on (a WakeKey or a HandoffKey) and, for a handoff, the fencing
-// token granted with it (0 otherwise).
-func ParseHandoff(msg string) (key string, token uint64) {
-	i := strings.LastIndexByte(msg, '#')
-	if i < 0 || !strings.Contains(msg[:i], "#") {
-		return msg, 0
-	}
-	tok, err := strconv.ParseUint(msg[i+1:], 10, 64)
-	if err != nil || tok == 0 {
-		return msg, 0
-	}
-	return msg[:i], tok
-}
-
-// Key returns the key that holds l's grants.
-func (c *Client) Key(l Lock) string {
-	if k := c.prepared(l); k != nil {
-		return k.key
-	}
-	b := c.base(l)
-	switch l.Kind {
-	case KindWrite:
-		return b + "rw:w"
-	case KindRead:
-		return b + "rw:r"
-	case KindSemaphore:
-		return b + "sem"
-	}
-	return b + "mutex"
-}
-
-func (c *Client) fenceKey(l Lock) string { return c.base(l) + "fence" }
-
-// mutexKeys are the keys of the mutex scripts: the lock, and the wait
-// queue's arrivals, entry expiries and TTLs. A mutex keeps its token in its
-// lock key and needs no fence key.
-func (c *Client) mutexKeys(l Lock) []string {
-	if k := c.prepared(l); k != nil {
-		return k.mutex
-	}
-	b := c.base(l)
-	return []string{b + "mutex", b + "mutex:q", b + "mutex:qx", b + "mutex:qt"}
-}
-
-// rwKeys are the keys of the RW scripts: writer, readers, marker, fence.
-func (c *Client) rwKeys(l Lock) []string {
-	b := c.base(l)
-	return []string{b + "rw:w", b + "rw:r", b + "rw:wait", b + "fence"}
-}
-
 // Acquire makes one attempt to grant l to owner for ttl: one script call.
 // wait > 0 says the caller is waiting and will try again within wait. A
 // mutex waiter then joins the lock's FIFO wait queue (or refreshes its
@@ -309,7 +98,7 @@ func (c *Client) rwKeys(l Lock) []string {
 // driver's (or core.ErrInvalidName / ErrInvalidArgument for a bad l or ttl,
 // before any I/O); a busy lock is a Result, not an error.
 func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
-	if err := l.validate(); err != nil {
+	if err := l.Validate(); err != nil {
 		return Result{}, err
 	}
 	ms := ttl.Milliseconds()
@@ -344,7 +133,7 @@ func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration,
 	case KindRead:
 		return scriptReadAcquire, c.rwKeys(l), []any{owner, ms}
 	default: // KindSemaphore; validated by the caller
-		return scriptSemAcquire, []string{c.Key(l), c.fenceKey(l)}, []any{owner, ms, l.Max}
+		return scriptSemAcquire, []string{c.Key(l), c.FenceKey(l)}, []any{owner, ms, l.Max}
 	}
 }
 
@@ -441,22 +230,22 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 		if g.Lock.Kind == KindRead {
 			onlyLast = 1 // only writers wait on readers
 		}
-		cmd = scriptZsetRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.fenceKey(g.Lock)},
+		cmd = scriptZsetRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.FenceKey(g.Lock)},
 			g.Owner, c.Channel(), c.WakeKey(g.Lock), onlyLast)
 	default:
-		cmd = scriptKeyRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.fenceKey(g.Lock)},
+		cmd = scriptKeyRelease.Run(ctx, c.rdb, []string{c.Key(g.Lock), c.FenceKey(g.Lock)},
 			g.Owner, c.Channel(), c.WakeKey(g.Lock))
 	}
 	n, err := cmd.Int64()
 	return n == 1, err
 }
 
-// drawToken draws a fencing token for a local handoff of mutex grant g
-// (mutex_spare.lua), renewing g for ttl: one script call. With cur ≠ 0
-// the value records cur as the holder's token and the new one as its
-// spare; with cur = 0 it records the new one. It returns 0 when g is no
-// longer held.
-func (c *Client) drawToken(ctx context.Context, g Grant, ttl time.Duration, cur uint64) (uint64, error) {
+// DrawToken draws a fencing token for a handoff of mutex grant g within
+// its holder's process (mutex_spare.lua), renewing g for ttl: one script
+// call. With cur ≠ 0 the value records cur as the holder's token and the
+// new one as its spare; with cur = 0 it records the new one. It returns 0
+// when g is no longer held.
+func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur uint64) (uint64, error) {
 	var cmd *redis.Cmd
 	if k := c.prepared(g.Lock); k != nil && k.spare != nil {
 		cmd = c.call(ctx, scriptMutexSpare, k.spare, g.Owner, ttl.Milliseconds(), cur)
@@ -493,59 +282,4 @@ func (c *Client) Withdraw(ctx context.Context, g Grant) error {
 	}
 	keys := c.rwKeys(g.Lock)
 	return scriptWithdraw.Run(ctx, c.rdb, keys[2:3], g.Owner, c.Channel(), c.WakeKey(g.Lock)).Err()
-}
-
-func (c *Client) groupKey(group string) string { return c.base(Lock{Name: group}) + "members" }
-
-// Register adds id to group, or refreshes it, for ttl by the server's clock:
-// one script call.
-func (c *Client) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id); err != nil {
-		return err
-	}
-	if ttl.Milliseconds() < 1 {
-		return kit.Invalid("membership ttl %v is under a millisecond", ttl)
-	}
-	return scriptMemberRegister.Run(ctx, c.rdb, []string{c.groupKey(group)}, id, ttl.Milliseconds()).Err()
-}
-
-// Deregister removes id from group: one command. An absent id is not an error.
-func (c *Client) Deregister(ctx context.Context, group, id string) error {
-	if err := validMember(group, id); err != nil {
-		return err
-	}
-	return c.rdb.ZRem(ctx, c.groupKey(group), id).Err()
-}
-
-// Members lists the live ids of group, sorted, by the server's clock: one
-// script call.
-func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
-	if err := kit.ValidateName(group); err != nil {
-		return nil, err
-	}
-	return memberIDs(scriptMemberList.Run(ctx, c.rdb, []string{c.groupKey(group)}))
-}
-
-// memberIDs reads the ids a membership script returned, sorted; none is an
-// empty list, not nil.
-func memberIDs(cmd *redis.Cmd) ([]string, error) {
-	ids, err := cmd.StringSlice()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	if ids == nil {
-		ids = []string{}
-	}
-	slices.Sort(ids)
-	return ids, nil
-}
-
-func validMember(group, id string) error {
-	if err := kit.ValidateName(group); err != nil {
-		return err
-	}
-	if id == "" {
-		return kit.Invalid("empty member id")
-	}
-	return nil
 }
