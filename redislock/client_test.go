@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -220,7 +221,7 @@ func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 func TestPreparedMutexAfterScriptFlush(t *testing.T) {
 	srv := startOwnServer(t, freePort(t))
 	rdb := newRedis(t, srv.addr())
-	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(DefaultLocalHandoffs))
+	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(kit.DefaultHandoffMax, kit.DefaultHandoffSpan))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -233,7 +234,7 @@ func TestPreparedMutexAfterScriptFlush(t *testing.T) {
 	// A waiter in line: the release draws its token (mutex_spare.lua).
 	w, _ := p.hand.Enqueue(line(p, "a"), "")
 	require.NoError(t, h1.Release(ctx))
-	h2, ok, _ := p.hand.Leave(line(p, "a"), w)
+	h2, ok := p.hand.Leave(line(p, "a"), w)
 	require.True(t, ok)
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())

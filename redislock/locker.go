@@ -128,7 +128,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 			away, fresh = true, true
 			h, _, err = l.try(ctx, owner, wait)
 			if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
-				if g, handed, _ := p.hand.Leave(line, w); handed {
+				if g, handed := p.hand.Leave(line, w); handed {
 					// Cannot happen (we were away), but a handle is never
 					// dropped unreleased.
 					rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -155,7 +155,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	select {
 	case <-w.Turn():
 		h, err = kit.Wait(ctx, backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-			if g, ok, _ := p.hand.Take(line, w); ok {
+			if g, ok := p.hand.Take(line, w); ok {
 				return g, 0, nil
 			}
 			if tok := take(); tok != 0 {
@@ -166,10 +166,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 			if !away {
 				if hl, ok := p.hand.Holder(line); ok && !hl.lost() {
 					// Held here: its release hands the lock to us or
-					// wakes us. Have a token ready for the handoff.
-					if hl.mayHandOff() {
-						hl.reserve(false)
-					}
+					// wakes us.
 					return nil, 0, errHeldHere
 				}
 				if !p.hand.Away(w) {
@@ -193,7 +190,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	case <-ctx.Done():
 		err = kit.NotAcquired(ctx)
 	}
-	g, handed, _ := p.hand.Leave(line, w)
+	g, handed := p.hand.Leave(line, w)
 	if handed {
 		if h == nil && ctx.Err() == nil {
 			// Handed over as the wait failed otherwise: the grant is good.
