@@ -54,29 +54,18 @@
 // # Local handoff
 //
 // A mutex or semaphore slot released while an Acquire of the same Provider
-// waits for it is not deleted but handed to that waiter. Its token is a
-// revision of the key that this Provider wrote after the holder's grant,
-// while the key held its entry: as soon as a waiter lines up behind a
-// local holder, the holder's entry is rewritten in the background (a
-// renewal, in effect), so the release usually hands on without a round
-// trip, where a delete and a new acquire cost two. Tokens stay KV
-// revisions, strictly increasing, and the new lease starts when that write
-// started. A handed-on grant rewrites the key at once with its own token,
-// for Holder. Waiters in other processes only wake on deletes, so a run of
-// local handoffs is bounded (WithLocalHandoff, default 8 in a row, and 20
-// ms); the release that ends it deletes the key, and this Provider's
-// waiters then hear the delete from the watcher like everyone else's.
-//
-// One difference from a fresh acquire: a handed-on grant rests on the last
-// write rather than on a write made for it. A key deleted by hand after
-// that write is caught by the Provider's watcher, which relays the delete
-// marker, and the release then deletes instead of handing on; but a delete
-// made within the watcher's delivery delay before the release (a fraction
-// of a millisecond) goes unseen, and the new holder, like the old one,
-// only learns of it at its next renewal. Its token is then smaller than
-// that of whoever took the key meanwhile, so a resource that checks tokens
-// refuses it. WithLocalHandoff(0) turns handoffs off for callers that
-// would rather pay the round trips.
+// waits for it is not deleted but handed to that waiter, with one write of
+// the holder's entry that expects the holder's last revision, where a
+// delete and a new acquire cost two writes and a watcher delivery. The
+// write's revision is the waiter's token: it lands only while the key
+// still holds our entry, so the token is larger than every token granted
+// before, and a key deleted or overwritten by hand is never handed on (the
+// release deletes instead, and the waiter contends). Waiters in other
+// processes only wake on deletes, so a run of local handoffs is bounded
+// (WithLocalHandoff, default 8 in a row and 20 ms); the release that ends
+// it deletes the key, and this Provider's waiters then hear the delete from
+// the watcher like everyone else's. WithLocalHandoff(0, 0) turns handoffs
+// off.
 //
 // # Keys
 //

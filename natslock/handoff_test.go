@@ -11,38 +11,55 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/core/locktest"
 )
 
 // slowHandoffs lets a run of local handoffs last as long as a test takes
 // (with the race detector on a busy machine, more than the default 20 ms).
-func slowHandoffs() Option { return func(c *config) { c.handoffSpan = time.Hour } }
+func slowHandoffs(max int) Option { return WithLocalHandoff(max, time.Hour) }
 
-// waiters returns how many Acquires of p stand in key's line.
-func waiters(p *Provider, key string) int {
-	return p.handoff.Len(key)
+// queued reports whether an Acquire of p stands in key's line.
+func queued(p *Provider, key string) bool {
+	_, ok := p.handoff.First(key)
+	return ok
 }
 
-// deletes counts the delete markers written on key from now on.
+// runOf is how many local handoffs in a row led to h.
+func runOf(h core.Handle) int { return h.(*handle).lease.run.Len() }
+
+// deletes counts the delete markers written on key from now on. Its func
+// waits until the watcher has relayed the key's latest revision (the
+// watcher delivers in order, so every marker before it is counted).
 func deletes(t *testing.T, p *Provider, key string) func() int {
 	t.Helper()
 	w, err := p.kv.Watch(ctxT(t, time.Minute), key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
 	require.NoError(t, err)
 	t.Cleanup(func() { stopWatcher(w) })
 	var mu sync.Mutex
-	n := 0
+	n, seen := 0, uint64(0)
 	go func() {
 		for e := range w.Updates() {
-			if e != nil && e.Operation() != jetstream.KeyValuePut {
-				mu.Lock()
-				n++
-				mu.Unlock()
+			if e == nil {
+				continue
 			}
+			mu.Lock()
+			seen = e.Revision()
+			if e.Operation() != jetstream.KeyValuePut {
+				n++
+			}
+			mu.Unlock()
 		}
 	}()
 	return func() int {
-		// A marker is relayed within a round trip; give it a moment.
-		time.Sleep(100 * time.Millisecond)
+		msg, err := p.last(ctxT(t, 10*time.Second), key)
+		require.NoError(t, err)
+		require.NotNil(t, msg)
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return seen >= msg.Sequence
+		}, 10*time.Second, time.Millisecond, "the watcher never relayed revision %d", msg.Sequence)
 		mu.Lock()
 		defer mu.Unlock()
 		return n
@@ -53,7 +70,7 @@ func deletes(t *testing.T, p *Provider, key string) func() int {
 // deleting the key: the waiter's token is larger, Holder names it at once,
 // and the old handle's second release touches nothing.
 func TestLocalHandoff(t *testing.T) {
-	p := newProvider(t, WithIdentity("local"), slowHandoffs())
+	p := newProvider(t, WithIdentity("local"), slowHandoffs(kit.DefaultHandoffMax))
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	m := p.Mutex(name)
@@ -63,10 +80,10 @@ func TestLocalHandoff(t *testing.T) {
 	count := deletes(t, p, key)
 
 	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-	require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(p, key) }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
-	assert.Equal(t, 1, h2.(*handle).lease.run, "granted by a local handoff")
+	assert.Equal(t, 1, runOf(h2), "granted by a local handoff")
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	assert.NoError(t, h2.Context().Err())
 
@@ -74,13 +91,11 @@ func TestLocalHandoff(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, held)
 	assert.Equal(t, core.Holder{ID: "local", Token: h2.FencingToken()}, who)
-	// Another process sees the new token too, once the background write
-	// that names it has landed.
-	remote := newProvider(t)
-	require.Eventually(t, func() bool {
-		id, tok, err := remote.Holder(ctx, name)
-		return err == nil && id == "local" && tok == h2.FencingToken()
-	}, 5*time.Second, 10*time.Millisecond)
+	// Another process sees the new token too: the handoff's write names it.
+	id, tok, err := newProvider(t).Holder(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, "local", id)
+	assert.Equal(t, h2.FencingToken(), tok)
 
 	require.NoError(t, h1.Release(ctx), "a second release is harmless")
 	_, err = newProvider(t).Mutex(name).TryAcquire(ctx)
@@ -97,7 +112,7 @@ func TestLocalHandoff(t *testing.T) {
 // After WithLocalHandoff grants in a row the release deletes the key, so
 // waiters in other processes get their chance, and a new run starts.
 func TestLocalHandoffRunIsBounded(t *testing.T) {
-	p := newProvider(t, WithLocalHandoff(2), slowHandoffs())
+	p := newProvider(t, slowHandoffs(2))
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	h, err := p.Mutex(name).TryAcquire(ctx)
@@ -108,12 +123,12 @@ func TestLocalHandoffRunIsBounded(t *testing.T) {
 	var runs []int
 	for range 5 {
 		got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-		require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return queued(p, key) }, 5*time.Second, time.Millisecond)
 		tok := h.FencingToken()
 		require.NoError(t, h.Release(ctx))
 		h = locktest.Receive(t, got, errc)
 		require.Greater(t, h.FencingToken(), tok)
-		runs = append(runs, h.(*handle).lease.run)
+		runs = append(runs, runOf(h))
 	}
 	require.NoError(t, h.Release(ctx))
 	assert.Equal(t, []int{1, 2, 0, 1, 2}, runs)
@@ -121,17 +136,18 @@ func TestLocalHandoffRunIsBounded(t *testing.T) {
 }
 
 func TestLocalHandoffOff(t *testing.T) {
-	p := newProvider(t, WithLocalHandoff(0))
+	p := newProvider(t, WithLocalHandoff(0, 0))
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	h1, err := p.Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err)
 	count := deletes(t, p, h1.(*handle).key)
 	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-	time.Sleep(50 * time.Millisecond) // let the waiter start waiting
+	// The waiter subscribes to the key's releases once its try failed.
+	require.Eventually(t, func() bool { return p.notify.Len() > 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
-	assert.Equal(t, 0, h2.(*handle).lease.run)
+	assert.Equal(t, 0, runOf(h2))
 	assert.Equal(t, 1, count())
 	require.NoError(t, h2.Release(ctx))
 }
@@ -140,7 +156,7 @@ func TestLocalHandoffOff(t *testing.T) {
 // mutex name that the returned handle holds.
 func heldMutex(t *testing.T) (*Provider, context.Context, string, core.Handle) {
 	t.Helper()
-	p := newProvider(t, slowHandoffs())
+	p := newProvider(t, slowHandoffs(kit.DefaultHandoffMax))
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	h1, err := p.Mutex(name).TryAcquire(ctx)
@@ -148,33 +164,24 @@ func heldMutex(t *testing.T) (*Provider, context.Context, string, core.Handle) {
 	return p, ctx, name, h1
 }
 
-// A grant handed to a waiter that has left is released again, so the lock
-// is never left held by nobody.
+// A grant handed to a waiter that left without taking it is the caller's
+// to release, so the lock is never left held by nobody (kit's tests and the
+// conformance case WaitersGiveUpAroundRelease cover a waiter that leaves
+// while a release hands it the lock).
 func TestHandoffToWaiterThatLeft(t *testing.T) {
 	p, ctx, name, h1 := heldMutex(t)
 	key := h1.(*handle).key
 
 	// A waiter in line that never runs: its grant is delivered, then it
 	// leaves without taking it, as a waiter whose context ends does.
-	w, first := p.handoff.Enqueue(key, "")
+	w, first := p.handoff.Enqueue(key, key)
 	require.True(t, first)
 	require.NoError(t, h1.Release(ctx))
-	g, _, _ := p.handoff.Leave(key, w)
+	g, _ := p.handoff.Leave(key, w)
 	require.NotNil(t, g, "the release handed the lock to the waiter")
 	require.NoError(t, g.Release(ctx))
 
-	// A waiter that leaves while a release is handing it the lock: the
-	// delivery fails, and the release then releases the grant itself
-	// (the conformance case WaitersGiveUpAroundRelease runs that race for real).
-	w, _ = p.handoff.Enqueue(key, "")
-	require.Same(t, w, p.handoff.Claim(key))
-	assert.Nil(t, p.handoff.Claim(key), "claimed twice")
-	p.handoff.Unclaim(w)
-	require.Same(t, w, p.handoff.Claim(key))
-	g, _, _ = p.handoff.Leave(key, w)
-	require.Nil(t, g)
-	assert.False(t, p.handoff.Deliver(w, &handle{}), "delivered to a waiter that left")
-	assert.Zero(t, waiters(p, key))
+	assert.False(t, queued(p, key))
 
 	h2, err := newProvider(t).Mutex(name).TryAcquire(ctx)
 	require.NoError(t, err, "the lock was left held")
@@ -187,13 +194,13 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 	p, ctx, name, h1 := heldMutex(t)
 	key := h1.(*handle).key
 	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-	require.Eventually(t, func() bool { return waiters(p, key) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(p, key) }, 5*time.Second, time.Millisecond)
 
 	require.NoError(t, p.kv.Delete(ctx, key))
 	h2 := locktest.Receive(t, got, errc)
 	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrLockLost,
 		"the waiter took the lock while the local holder still believed it held it")
-	assert.Equal(t, 0, h2.(*handle).lease.run)
+	assert.Equal(t, 0, runOf(h2))
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.NoError(t, h1.Release(ctx))
 	who, held, err := p.Mutex(name).(core.Inspector).Holder(ctx)
@@ -207,10 +214,10 @@ func TestLostHolderHandsNothingOn(t *testing.T) {
 func TestHandedOnLeaseIsRenewed(t *testing.T) {
 	p, ctx, name, h1 := heldMutex(t)
 	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-	require.Eventually(t, func() bool { return waiters(p, h1.(*handle).key) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(p, h1.(*handle).key) }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
-	require.Equal(t, 1, h2.(*handle).lease.run)
+	require.Equal(t, 1, runOf(h2))
 
 	locktest.RequireKept(t, h2, testTTL, newProvider(t).Mutex(name))
 	require.NoError(t, h2.Release(ctx))
@@ -218,17 +225,17 @@ func TestHandedOnLeaseIsRenewed(t *testing.T) {
 
 // A semaphore slot is handed on like a mutex.
 func TestSemaphoreLocalHandoff(t *testing.T) {
-	p := newProvider(t, slowHandoffs())
+	p := newProvider(t, slowHandoffs(kit.DefaultHandoffMax))
 	ctx := ctxT(t, 30*time.Second)
 	name := lockName(t)
 	s := p.Semaphore(name, 1)
 	h1, err := s.TryAcquire(ctx)
 	require.NoError(t, err)
 	got, errc := locktest.AcquireAsync(ctx, p.Semaphore(name, 1))
-	require.Eventually(t, func() bool { return waiters(p, semaphoreKeys(name)+".*") == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return queued(p, semaphoreKeys(name)+".*") }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
-	assert.Equal(t, 1, h2.(*handle).lease.run)
+	assert.Equal(t, 1, runOf(h2))
 	assert.Equal(t, h1.(*handle).key, h2.(*handle).key)
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	_, err = newProvider(t).Semaphore(name, 1).TryAcquire(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -79,7 +78,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 	}
 	v.Token = rev
 	e := &entry{owner: v.Owner, rev: rev, revAt: start}
-	l := &lease{p: p, name: name, key: key, watchKey: watchKey, e: e, value: v, handoff: handoff, runStart: start}
+	l := &lease{p: p, name: name, key: key, watchKey: watchKey, e: e, value: v, handoff: handoff, run: kit.StartRun(start)}
 	return p.grant(l, start), 0, nil
 }
 
@@ -144,18 +143,16 @@ type lease struct {
 	// onRelease, when set before the handle is returned, runs after a
 	// successful release.
 	onRelease func()
-	// handoff: a release may hand the key to a local waiter. run counts the
-	// local handoffs that led to this grant since the key was last taken
-	// by a plain acquire, which began at runStart (handoff.go bounds both).
-	handoff  bool
-	run      int
-	runStart time.Time
+	// handoff: a release may hand the key to a local waiter; run is the
+	// grant's place in a run of such handoffs (handoff.go).
+	handoff bool
+	run     kit.Run
 
 	done bool // under e.mu; released: renewals stop
 }
 
 // entry is our entry in a key: written by an acquire, with a random owner
-// value, and rewritten by renewals and by the writes of handoff.go. Our
+// value, and rewritten by renewals and by the handoffs of handoff.go. Our
 // writes to it go one at a time, each expecting the revision the previous
 // one made, so they never fail on each other; a release waits for the one
 // in flight. Release does not hold mu across a round trip: when it crosses
@@ -168,13 +165,7 @@ type entry struct {
 	rev     uint64        // latest revision we know we wrote
 	revAt   time.Time     // no later than the start of the write that made rev
 	writing chan struct{} // closed when our write in flight ends; nil when none
-	// spare holds revisions we wrote after the current grant's token and
-	// that are no one's token yet, oldest first (handoff.go).
-	spare []uint64
 }
-
-// maxSpare bounds entry.spare; the oldest go first.
-const maxSpare = 2
 
 func (l *lease) current() (rev uint64, done bool) {
 	l.e.mu.Lock()
@@ -184,8 +175,7 @@ func (l *lease) current() (rev uint64, done bool) {
 
 // advance records a revision we wrote, by a write that started at or after
 // at (zero: unknown, then the previous revision's time stays, which is
-// earlier), unless a later revision is known. A write at a known time also
-// leaves a spare revision for a local handoff.
+// earlier), unless a later revision is known.
 func (e *entry) advance(rev uint64, at time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -197,10 +187,6 @@ func (e *entry) advance(rev uint64, at time.Time) {
 		return
 	}
 	e.revAt = at
-	e.spare = append(e.spare, rev)
-	if len(e.spare) > maxSpare {
-		e.spare = slices.Delete(e.spare, 0, len(e.spare)-maxSpare)
-	}
 }
 
 // beginWrite waits, within ctx, for our write in flight to end, then marks
@@ -262,8 +248,8 @@ func (e *entry) settle(ctx context.Context) uint64 {
 // release hands the key to a waiter of this Provider when it may
 // (handoff.go), else deletes the key if it still holds our entry. A key that
 // holds someone else's entry (or nothing) is left alone and the release
-// succeeds: there is nothing of ours to free. One round trip, none for most
-// handoffs; three when it crossed a renewal.
+// succeeds: there is nothing of ours to free. One round trip, a handoff
+// included; three when it crossed a renewal.
 func (l *lease) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.timeout)
 	defer cancel()
@@ -273,8 +259,8 @@ func (l *lease) release(ctx context.Context) error {
 	l.e.mu.Lock()
 	l.done = true
 	l.e.mu.Unlock()
-	if w := l.handoffTarget(); w != nil {
-		if handed, err := l.handOff(ctx, w); handed {
+	if l.handoff && !l.p.isClosed.Load() {
+		if handed, err := l.p.handoff.Pass(ctx, l.watchKey, l.run, l.handOn); handed {
 			l.released()
 			if err != nil {
 				return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
@@ -302,7 +288,7 @@ func (l *lease) release(ctx context.Context) error {
 		return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
 	}
 	l.p.hints.set(l.key, seq)
-	if !(l.handoff && l.runEnded() && l.p.watchLive(l.watchKey)) {
+	if !(l.handoff && !l.p.handoff.Within(l.run) && l.p.watchLive(l.watchKey)) {
 		// Wake this Provider's own waiters now rather than when the
 		// watcher relays the marker. Not at the end of a run of local
 		// handoffs: there our waiters hear the marker from the watcher,

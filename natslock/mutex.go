@@ -21,7 +21,7 @@ import (
 // expired or taken, or when the trust window closes without a renewal (a
 // dead server, a partition). Release is one round trip and never deletes
 // another holder's entry; when an Acquire of this Provider waits, it hands
-// the lock over instead, usually without a round trip (WithLocalHandoff).
+// the lock over instead, in one write (WithLocalHandoff).
 // The Locker implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {

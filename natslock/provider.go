@@ -42,8 +42,7 @@ type config struct {
 	identity      string
 	backoff       kit.Backoff
 	timeout       time.Duration
-	handoffs      int
-	handoffSpan   time.Duration // tests lengthen it
+	handoff       kit.HandoffLimits
 }
 
 // WithBucket names the KV bucket that holds the locks. Default "distlock".
@@ -79,18 +78,20 @@ func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b 
 // of a wait as long as the caller's context. Default 5 s.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
-// WithLocalHandoff sets the longest run of consecutive local handoffs of a
-// mutex or a semaphore slot. When a holder releases while an Acquire of the
-// same Provider waits, the release passes the key to the waiter instead of
-// deleting it for the waiter to take again: usually with no round trip at
-// all (the grant is a revision this Provider wrote in the background during
-// the hold), at worst one, where a delete and a new acquire cost two.
-// Waiters in other processes only wake on deletes, so after n handoffs in a
-// row, or 20 ms of them, the next release deletes the key and every waiter,
-// this Provider's included, races for it on equal terms. 0 turns handoffs
-// off, for the strictest fairness between processes and so that every grant
-// rests on a write made for it (see the package doc). Default 8.
-func WithLocalHandoff(n int) Option { return func(c *config) { c.handoffs = n } }
+// WithLocalHandoff bounds runs of local handoffs of a mutex or a semaphore
+// slot: at most max in a row, and none once a run has lasted span (default
+// kit.DefaultHandoffMax, 8, and kit.DefaultHandoffSpan, 20 ms; max 0 turns
+// handoffs off). When a holder releases while an Acquire of the same
+// Provider waits, the release passes the key to the waiter with one write
+// that lands only while the key is still ours, where a delete and a new
+// acquire cost two and a watcher delivery. Waiters in other processes only
+// wake on deletes, so the release that ends a run deletes the key and every
+// waiter, this Provider's included, races for it on equal terms. New
+// returns an error matching core.ErrInvalidArgument for a negative max or,
+// with max > 0, a span that is not positive.
+func WithLocalHandoff(max int, span time.Duration) Option {
+	return func(c *config) { c.handoff = kit.HandoffLimits{Max: max, Span: span} }
+}
 
 // Provider makes locks in one JetStream KV bucket. It is safe for concurrent
 // use. Close stops its lease keeper and watchers.
@@ -140,8 +141,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		identity:     kit.DefaultIdentity(),
 		backoff:      kit.DefaultBackoff,
 		timeout:      defaultTimeout,
-		handoffs:     defaultHandoffs,
-		handoffSpan:  defaultHandoffSpan,
+		handoff:      kit.DefaultHandoffLimits(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -166,8 +166,9 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		return nil, kit.Invalid("natslock: empty identity")
 	case cfg.timeout <= 0:
 		return nil, kit.Invalid("natslock: timeout %v is not positive", cfg.timeout)
-	case cfg.handoffs < 0:
-		return nil, kit.Invalid("natslock: local handoff run %d is negative", cfg.handoffs)
+	}
+	if err := cfg.handoff.Validate("natslock"); err != nil {
+		return nil, err
 	}
 
 	ctx := context.Background() // the client bounds each request by its default timeout
@@ -193,6 +194,8 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.handoff.Limits = cfg.handoff
+	p.handoff.Wake = p.notify.Notify
 	p.notify.OnFirst = p.startWatch
 	p.notify.OnLast = p.idleWatch
 	return p, nil

@@ -48,13 +48,9 @@ type grant struct {
 	h      *kit.BaseHandle
 
 	// Local handoff (handoff.go). handoff: the grant may be handed on; run:
-	// how many handoffs in a row led to it, since runStart. spare and
-	// drawing are guarded by p.mu.
-	handoff  bool
-	run      int
-	runStart time.Time
-	spare    int64 // a token drawn while g held the lock, or 0
-	drawing  bool  // a background draw of spare is under way
+	// its place in a run of handoffs.
+	handoff bool
+	run     kit.Run
 }
 
 // dial opens a connection with the pool's config. Cancelling a statement
@@ -288,10 +284,7 @@ func (c *conn) addGrant(g *grant) {
 	p.mu.Lock()
 	c.held[g.key] = g
 	if g.handoff {
-		if p.hand.holders == nil {
-			p.hand.holders = make(map[Key]*grant)
-		}
-		p.hand.holders[g.key] = g
+		p.hand.SetHolder(g.wake, g)
 	}
 	start := !p.keepStarted && !p.closed
 	p.keepStarted = p.keepStarted || start
@@ -308,9 +301,7 @@ func (c *conn) dropGrant(g *grant) {
 	if c.held[g.key] == g {
 		delete(c.held, g.key)
 	}
-	if p.hand.holders[g.key] == g {
-		delete(p.hand.holders, g.key)
-	}
+	p.hand.DropHolder(g.wake, g)
 	empty := len(c.held) == 0
 	if empty {
 		p.signalLocked()
@@ -342,9 +333,7 @@ func (c *conn) fail(err error) {
 	lost := make([]*grant, 0, len(c.held))
 	for _, g := range c.held {
 		lost = append(lost, g)
-		if p.hand.holders[g.key] == g {
-			delete(p.hand.holders, g.key)
-		}
+		p.hand.DropHolder(g.wake, g)
 	}
 	clear(c.held)
 	p.signalLocked()

@@ -47,23 +47,22 @@
 // when an exclusive lock (Mutex, MutexKey, the write side of RWMutex) is
 // released while an Acquire of the same Provider waits for it, the release
 // leaves the lock on its connection and hands the grant to that waiter: no
-// unlock, no server wake-up, no new lock call. The waiter's token was drawn
-// from the fence sequence on the holder's connection while the lock was
-// held without a break (in the background, as soon as the waiter lined up
-// behind the holder; by the release itself, one round trip, if that draw
-// has not finished), so it is greater than every earlier grant's token and
-// smaller than any grant's after the next unlock. A Provider's waiters for
+// unlock, no server wake-up, no new lock call. The release draws the
+// waiter's token from the fence sequence on the holder's connection (one
+// round trip), which succeeds only while that session, and with it the
+// lock, lives: the token is greater than every earlier grant's, and a
+// session terminated from outside hands nothing on. A Provider's waiters for
 // one key line up locally in arrival order; only the first one contends,
 // and while a local exclusive grant holds the key it waits locally for the
 // handoff rather than in the server's queue.
 //
 // Waiters of other sessions are only granted the lock when it is unlocked,
 // which a handoff never does. A run of local handoffs is therefore bounded:
-// at most WithLocalHandoff grants in a row after the first (default 4), and
+// at most WithLocalHandoff grants in a row after the first (default 8), and
 // none once the run has lasted 20 ms; the release that ends the run unlocks,
 // and the server grants the lock to the first session in its queue. A
 // waiter elsewhere is thus passed over for at most that many local grants,
-// or about 20 ms plus one hold, per unlock. WithLocalHandoff(0) turns
+// or about 20 ms plus one hold, per unlock. WithLocalHandoff(0, 0) turns
 // handoffs off. They are off with WithFenceTable, whose grants each write
 // their own counter row and holder. A handed-on grant lives on the same
 // connection as its predecessor and is lost with it, like every grant on it.

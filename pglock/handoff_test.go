@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,16 +26,18 @@ func grantOf(p *Provider, h core.Handle) *grant {
 	return nil
 }
 
-// waitIdleWaiter waits until the first waiter in k's line waits locally and
-// the local holder has a spare token, so that a release hands over.
-func waitIdleWaiter(t *testing.T, p *Provider, k Key, spare bool) {
+// slowHandoffs lets a run of local handoffs last as long as a test takes
+// (with the race detector on a busy machine, more than the default 20 ms).
+func slowHandoffs() Option { return WithLocalHandoff(kit.DefaultHandoffMax, time.Hour) }
+
+// waitIdleWaiter waits until n waiters stand in k's line behind a local
+// holder: the first of them waits locally, so a release hands over.
+func waitIdleWaiter(t *testing.T, p *Provider, k Key, n int) {
 	t.Helper()
+	fence := "k:" + k.String()
 	require.Eventually(t, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		line := p.hand.lines[k]
-		g := p.hand.holders[k]
-		return len(line) > 0 && line[0].state == waiterIdle && g != nil && (!spare || g.spare != 0)
+		_, held := p.hand.Holder(fence)
+		return held && p.hand.Len(fence) >= n
 	}, 5*time.Second, time.Millisecond)
 }
 
@@ -63,7 +66,7 @@ func advisoryHolders(t *testing.T, p *Provider, k Key) (granted, waiting []uint3
 
 func TestHandoffKeepsLockOnSession(t *testing.T) {
 	ctx := context.Background()
-	p := newProvider(t)
+	p := newProvider(t, slowHandoffs())
 	name := uniqueName(t, "m")
 	k, err := KeyOf(name)
 	require.NoError(t, err)
@@ -99,13 +102,13 @@ func TestHandoffKeepsLockOnSession(t *testing.T) {
 		}
 		got <- h
 	}()
-	waitIdleWaiter(t, p, k, true)
+	waitIdleWaiter(t, p, k, 1)
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
 	require.NotNil(t, h2)
 	require.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.Equal(t, pid, backendPID(t, h2), "handed on within the session")
-	require.Equal(t, 1, grantOf(p, h2).run)
+	require.Equal(t, 1, grantOf(p, h2).run.Len())
 	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrReleased)
 	require.NoError(t, h2.Context().Err())
 
@@ -137,11 +140,14 @@ func TestHandoffKeepsLockOnSession(t *testing.T) {
 }
 
 func TestHandoffTokensIncreaseAndRunBound(t *testing.T) {
-	for _, n := range []int{0, 1, 2, DefaultLocalHandoffs} {
+	for _, n := range []int{0, 1, 2, kit.DefaultHandoffMax} {
 		t.Run(itoa(uint16(n)), func(t *testing.T) {
 			ctx := context.Background()
-			p := newProvider(t, WithLocalHandoff(n))
-			m := p.Mutex(uniqueName(t, "m"))
+			p := newProvider(t, WithLocalHandoff(n, time.Hour))
+			name := uniqueName(t, "m")
+			k, err := KeyOf(name)
+			require.NoError(t, err)
+			m := p.Mutex(name)
 			h0, err := m.Acquire(ctx)
 			require.NoError(t, err)
 
@@ -160,14 +166,16 @@ func TestHandoffTokensIncreaseAndRunBound(t *testing.T) {
 					mu.Lock()
 					tokens = append(tokens, h.FencingToken())
 					if g := grantOf(p, h); g != nil {
-						runs = append(runs, g.run)
+						runs = append(runs, g.run.Len())
 					}
 					mu.Unlock()
 					time.Sleep(time.Millisecond)
 					assertNoErr(t, h.Release(ctx))
 				}()
 			}
-			time.Sleep(20 * time.Millisecond) // let them line up
+			if n > 0 {
+				waitIdleWaiter(t, p, k, 8)
+			}
 			require.NoError(t, h0.Release(ctx))
 			wg.Wait()
 
@@ -208,9 +216,9 @@ type heldMutex struct {
 	m   core.Locker
 }
 
-func holdMutex(t *testing.T) *heldMutex {
+func holdMutex(t *testing.T, opts ...Option) *heldMutex {
 	t.Helper()
-	p := newProvider(t)
+	p := newProvider(t, append([]Option{slowHandoffs()}, opts...)...)
 	name := uniqueName(t, "m")
 	k, _ := KeyOf(name)
 	m := p.Mutex(name)
@@ -229,22 +237,24 @@ func (hm *heldMutex) acquire(t *testing.T) {
 
 func TestHandoffRunSpan(t *testing.T) {
 	ctx := context.Background()
-	hm := holdMutex(t)
+	hm := holdMutex(t, WithLocalHandoff(kit.DefaultHandoffMax, kit.DefaultHandoffSpan))
 	p, h1, got := hm.p, hm.h1, hm.got
 	hm.acquire(t)
-	waitIdleWaiter(t, p, hm.k, false)
-	time.Sleep(handoffSpan + 5*time.Millisecond) // the run has lasted too long
+	waitIdleWaiter(t, p, hm.k, 1)
+	run := grantOf(p, h1).run
+	require.Eventually(t, func() bool { return !p.hand.Within(run) }, 5*time.Second, time.Millisecond,
+		"the run outlasts its span")
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
 	require.NotNil(t, h2)
 	require.Greater(t, h2.FencingToken(), h1.FencingToken())
-	require.Equal(t, 0, grantOf(p, h2).run, "a new run after an unlock")
+	require.Equal(t, 0, grantOf(p, h2).run.Len(), "a new run after an unlock")
 	require.NoError(t, h2.Release(ctx))
 }
 
 func TestHandoffWaiterGivesUp(t *testing.T) {
 	ctx := context.Background()
-	p := newProvider(t)
+	p := newProvider(t, slowHandoffs())
 	name := uniqueName(t, "m")
 	k, _ := KeyOf(name)
 	m := p.Mutex(name)
@@ -264,7 +274,7 @@ func TestHandoffWaiterGivesUp(t *testing.T) {
 			}
 			res <- err
 		}()
-		waitIdleWaiter(t, p, k, i%2 == 0)
+		waitIdleWaiter(t, p, k, 1)
 		// Cancel the waiter and release the holder together: whichever
 		// wins, the lock must end up free.
 		go cancel()
@@ -287,14 +297,14 @@ func TestHandoffBrokenConnection(t *testing.T) {
 	hm := holdMutex(t)
 	p, k, h1, got := hm.p, hm.k, hm.h1, hm.got
 	hm.acquire(t)
-	waitIdleWaiter(t, p, k, true)
+	waitIdleWaiter(t, p, k, 1)
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
-	require.Equal(t, 1, grantOf(p, h2).run)
+	require.Equal(t, 1, grantOf(p, h2).run.Len())
 
 	// A waiter lines up behind the handed-on grant, whose session dies.
 	hm.acquire(t)
-	waitIdleWaiter(t, p, k, false)
+	waitIdleWaiter(t, p, k, 1)
 	terminate(t, h2)
 	require.True(t, waitDone(h2.Context(), 3*testKeepalive), "handed-on grant not lost")
 	require.ErrorIs(t, context.Cause(h2.Context()), core.ErrLockLost)
@@ -309,7 +319,7 @@ func TestHandoffBrokenConnection(t *testing.T) {
 	}
 	require.NotNil(t, h3)
 	require.Greater(t, h3.FencingToken(), h2.FencingToken())
-	require.Equal(t, 0, grantOf(p, h3).run)
+	require.Equal(t, 0, grantOf(p, h3).run.Len())
 	require.NotEqual(t, backendPID(t, h3), uint32(0))
 	require.NoError(t, h2.Release(ctx))
 	require.NoError(t, h3.Release(ctx))
@@ -318,6 +328,8 @@ func TestHandoffBrokenConnection(t *testing.T) {
 func TestHandoffOffWithFenceTable(t *testing.T) {
 	p := newProvider(t, WithFenceTable(DefaultFenceTable))
 	require.False(t, p.handoffOn())
-	_, err := New(p.pool, WithLocalHandoff(-1))
-	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	for _, opt := range []Option{WithLocalHandoff(-1, time.Second), WithLocalHandoff(8, 0)} {
+		_, err := New(p.pool, opt)
+		require.ErrorIs(t, err, core.ErrInvalidArgument)
+	}
 }

@@ -169,7 +169,7 @@ func (l *locker) try(ctx context.Context) (core.Handle, error) {
 // handle, or releases the grant when ctx ended meanwhile.
 func (l *locker) granted(ctx context.Context, c *conn, token int64) (core.Handle, error) {
 	g := &grant{c: c, key: l.key, mode: l.mode, wake: l.fence, notify: l.notify, name: l.name,
-		handoff: l.handsOff(), runStart: time.Now()}
+		handoff: l.handsOff(), run: kit.StartRun(time.Now())}
 	g.h = kit.NewHandle(uint64(token), func(rctx context.Context) error {
 		return l.p.release(rctx, g)
 	})
@@ -247,13 +247,13 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 // a waiter of this Provider can take the lock over, release hands it on
 // instead, keeping the lock on the connection (see handoff.go).
 func (p *Provider) release(ctx context.Context, g *grant) error {
+	if p.handOff(ctx, g) {
+		return nil
+	}
 	c := g.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.isBroken() {
-		return nil
-	}
-	if p.handOff(ctx, g) || c.isBroken() {
 		return nil
 	}
 	q, args := p.sql.unlock(g.key, g.mode)

@@ -39,7 +39,7 @@ type options struct {
 	maxConns     int
 	timeout      time.Duration
 	identity     string
-	handoffs     int
+	handoff      kit.HandoffLimits
 }
 
 // Option configures a Provider.
@@ -153,22 +153,26 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithLocalHandoff sets the longest run of local handoffs (default
-// DefaultLocalHandoffs; 0 turns them off). When an exclusive lock (Mutex,
-// MutexKey, the write side of RWMutex) is released while an Acquire of the
-// same Provider waits for it, the release keeps the lock on its connection
-// and hands the grant to that waiter, with a token drawn while the lock was
-// held: no unlock, no server handover. Waiters in other processes are only
-// granted the lock when it is unlocked, so after n handoffs in a row, or
-// once a run has lasted 20 ms, the release unlocks. Handoffs need the fence
-// sequence (the default); with WithFenceTable the option has no effect. See
-// the package documentation, "Local handoff".
-func WithLocalHandoff(n int) Option {
+// WithLocalHandoff bounds runs of local handoffs: at most max in a row,
+// and none once a run has lasted span (default kit.DefaultHandoffMax, 8,
+// and kit.DefaultHandoffSpan, 20 ms; max 0 turns them off). When an
+// exclusive lock (Mutex, MutexKey, the write side of RWMutex) is released
+// while an Acquire of the same Provider waits for it, the release keeps
+// the lock on its connection and hands the grant to that waiter, with a
+// token drawn on the holder's session (one round trip): no unlock, no
+// server handover. Waiters in other processes are only granted the lock
+// when it is unlocked, so the release that ends a run unlocks. Handoffs
+// need the fence sequence (the default); with WithFenceTable the option has
+// no effect. A negative max or, with max > 0, a span that is not positive
+// is an error matching core.ErrInvalidArgument. See the package
+// documentation, "Local handoff".
+func WithLocalHandoff(max int, span time.Duration) Option {
 	return func(o *options) error {
-		if n < 0 {
-			return kit.Invalid("pglock: local handoffs %d must not be negative", n)
+		l := kit.HandoffLimits{Max: max, Span: span}
+		if err := l.Validate("pglock"); err != nil {
+			return err
 		}
-		o.handoffs = n
+		o.handoff = l
 		return nil
 	}
 }

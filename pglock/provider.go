@@ -35,9 +35,9 @@ type Provider struct {
 	// dialingWaits counts those of them dialed for a blocking wait.
 	dialingWaits int
 	closed       bool
-	changed      chan struct{}  // closed and replaced whenever a connection frees up
-	hand         handoffs       // lines of local waiters and local holders (handoff.go)
-	bg           sync.WaitGroup // background spare-token draws; Close waits for them
+	changed      chan struct{} // closed and replaced whenever a connection frees up
+	// hand lines up local waiters and hands exclusive grants on (handoff.go).
+	hand kit.Handoffs[*grant, *kit.BaseHandle]
 
 	// The release listener runs from the first semaphore wait until Close.
 	listening  bool
@@ -76,7 +76,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		maxConns:     DefaultMaxConns,
 		timeout:      DefaultTimeout,
 		identity:     kit.DefaultIdentity(),
-		handoffs:     DefaultLocalHandoffs,
+		handoff:      kit.DefaultHandoffLimits(),
 	}
 	for _, opt := range opts {
 		if opt == nil {
@@ -98,6 +98,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		listenReady: make(chan struct{}),
 		semBackoff:  semBackoff,
 	}
+	p.hand.Limits = o.handoff
+	p.hand.Wake = p.notify.Notify
 	return p, nil
 }
 
@@ -144,7 +146,6 @@ func (p *Provider) Close() error {
 		c.fail(errClosed)
 		c.mu.Unlock()
 	}
-	p.bg.Wait()
 	return nil
 }
 

@@ -99,7 +99,7 @@ func (m *mutexWait) tryFirst(ctx context.Context) (core.Handle, bool, error) {
 	if !settled(ctx, err) {
 		return nil, false, nil
 	}
-	if g, handed, _ := p.hand.Leave(m.line, m.w); handed {
+	if g, handed := p.hand.Leave(m.line, m.w); handed {
 		// Cannot happen (we were away), but a handle is never dropped
 		// unreleased.
 		releaseUnwanted(ctx, g)
@@ -116,7 +116,7 @@ func (m *mutexWait) tryFirst(ctx context.Context) (core.Handle, bool, error) {
 // server, whoever holds the lock.
 func (m *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, error) {
 	p := m.l.p
-	if g, ok, _ := p.hand.Take(m.line, m.w); ok {
+	if g, ok := p.hand.Take(m.line, m.w); ok {
 		return g, 0, nil
 	}
 	if tok := m.take(); tok != 0 {
@@ -127,10 +127,6 @@ func (m *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 	if !m.away {
 		if hl, ok := p.hand.Holder(m.line); ok && !hl.lost() {
 			// Held here: its release hands the lock to us or wakes us.
-			// Have a token ready for the handoff.
-			if hl.mayHandOff() {
-				hl.reserve(false)
-			}
 			return nil, 0, errHeldHere
 		}
 		if !p.hand.Away(m.w) {
@@ -155,7 +151,7 @@ func (m *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 // line if any, as a grant racing a cancellation must be.
 func (m *mutexWait) leave(ctx context.Context, h core.Handle, err error) (core.Handle, error) {
 	p := m.l.p
-	g, handed, _ := p.hand.Leave(m.line, m.w)
+	g, handed := p.hand.Leave(m.line, m.w)
 	if handed {
 		if h == nil && ctx.Err() == nil {
 			return g, nil

@@ -258,7 +258,7 @@ func TestMutexWaitersServedInArrivalOrder(t *testing.T) {
 func TestPreparedMutexAfterScriptFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rdb := redistest.Client(t, srv.Addr())
-	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(DefaultLocalHandoffs))
+	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(kit.DefaultHandoffMax, kit.DefaultHandoffSpan))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -271,7 +271,7 @@ func TestPreparedMutexAfterScriptFlush(t *testing.T) {
 	// A waiter in line: the release draws its token (mutex_spare.lua).
 	w, _ := p.hand.Enqueue(line(p, "a"), "")
 	require.NoError(t, h1.Release(ctx))
-	h2, ok, _ := p.hand.Leave(line(p, "a"), w)
+	h2, ok := p.hand.Leave(line(p, "a"), w)
 	require.True(t, ok)
 	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.NoError(t, rdb.ScriptFlush(ctx).Err())

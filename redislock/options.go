@@ -23,15 +23,14 @@ const (
 type Option func(*config)
 
 type config struct {
-	ttl         time.Duration
-	interval    time.Duration // 0: TTL/3
-	margin      time.Duration // -1: TTL/10
-	prefix      string
-	log         *slog.Logger
-	backoff     kit.Backoff
-	identity    string
-	handoffs    int           // longest run of local handoffs
-	handoffSpan time.Duration // longest time a run of local handoffs lasts
+	ttl      time.Duration
+	interval time.Duration // 0: TTL/3
+	margin   time.Duration // -1: TTL/10
+	prefix   string
+	log      *slog.Logger
+	backoff  kit.Backoff
+	identity string
+	handoff  kit.HandoffLimits // runs of local handoffs
 
 	intervalSet, marginSet bool
 }
@@ -74,17 +73,20 @@ func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b 
 // It must not be empty.
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
-// WithLocalHandoff sets the longest run of consecutive local handoffs of a
-// mutex: a release that finds an Acquire of the same Provider waiting hands
-// the key straight to it, with a new fencing token drawn ahead, at no round
-// trip (handoff.go tells how). Waiters in other processes are granted the
-// key only by a release that runs the release script, so after n handoffs
-// in a row, or 20 ms of them, the next release does, and the first waiter
-// queued on the server gets the key. 0 turns local handoffs off: every
-// release runs the script (one round trip) and a local waiter then
-// contends for the key (another). Default DefaultLocalHandoffs; must not be
-// negative.
-func WithLocalHandoff(n int) Option { return func(c *config) { c.handoffs = n } }
+// WithLocalHandoff bounds runs of local handoffs of a mutex: at most max in
+// a row, and none once a run has lasted span (default kit.DefaultHandoffMax,
+// 8, and kit.DefaultHandoffSpan, 20 ms; max 0 turns them off). A release
+// that finds an Acquire of the same Provider waiting hands the key straight
+// to it with one script that draws its fencing token and lands only while
+// the key is still ours (handoff.go tells how), where a release and an
+// acquire cost two and a pub/sub message. Waiters in other processes are
+// granted the key only by the release script, so the release that ends a
+// run runs it, and the first waiter queued on the server gets the key. New
+// returns an error matching core.ErrInvalidArgument for a negative max or,
+// with max > 0, a span that is not positive.
+func WithLocalHandoff(max int, span time.Duration) Option {
+	return func(c *config) { c.handoff = kit.HandoffLimits{Max: max, Span: span} }
+}
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
@@ -93,8 +95,7 @@ func newConfig(opts []Option) (config, error) {
 		backoff:  kit.DefaultBackoff,
 		identity: kit.DefaultIdentity(),
 
-		handoffs:    DefaultLocalHandoffs,
-		handoffSpan: defaultHandoffSpan,
+		handoff: kit.DefaultHandoffLimits(),
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -131,10 +132,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, kit.Invalid("redislock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
 	case c.identity == "":
 		return c, kit.Invalid("redislock: empty identity")
-	case c.handoffs < 0:
-		return c, kit.Invalid("redislock: local handoff run %d is negative", c.handoffs)
 	}
-	return c, nil
+	return c, c.handoff.Validate("redislock")
 }
 
 // markerTTL is how long a waiting writer's marker lives: longer than the

@@ -3,7 +3,6 @@ package redislock
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,10 +38,7 @@ type Provider struct {
 	waker  *redisop.Waker
 	closed atomic.Bool
 
-	hand     kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
-	bgMu     sync.Mutex
-	bgClosed bool
-	bg       sync.WaitGroup // background token draws
+	hand kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
 }
 
 var (
@@ -67,6 +63,8 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	// Handoffs to this Provider's waiters come on a channel of its own.
 	client = client.WithInbox(client.Channel() + ":" + redisop.NewOwner()[:16])
 	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
+	p.hand.Limits = cfg.handoff
+	p.hand.Wake = func(tag string) { p.waker.Notify(tag) }
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		TTL:      cfg.ttl,
 		Interval: cfg.interval,
@@ -92,10 +90,6 @@ func (p *Provider) Close() error {
 	p.closed.Store(true)
 	p.keeper.Close()
 	p.waker.Close()
-	p.bgMu.Lock()
-	p.bgClosed = true
-	p.bgMu.Unlock()
-	p.bg.Wait()
 	return nil
 }
 
@@ -186,7 +180,7 @@ type handle struct {
 // newHandle returns the handle of a grant the server made.
 func (p *Provider) newHandle(g redisop.Grant, token uint64, start time.Time) *handle {
 	if g.Lock.Kind == redisop.KindMutex {
-		return p.newMutexHandle(g, token, start, 0, start)
+		return p.newMutexHandle(g, token, start, kit.StartRun(start))
 	}
 	h := &handle{p: p, grant: g}
 	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {

@@ -14,10 +14,11 @@
 //   - [Wait] runs an acquire loop: one attempt, then a randomized bounded
 //     [Backoff] that a [Notifier] signal (a release seen on the backend)
 //     cuts short.
-//   - [Gates] lets one local contender per lock talk to the backend while
-//     the others of the same process wait their turn without I/O;
-//     [Handoffs] does the same and lets a release hand the lock straight to
-//     the next local waiter.
+//   - [Handoffs] lines up the waiting acquires of one process per lock,
+//     so that only the first contends on the backend, and lets a release
+//     hand the lock straight to that waiter (Pass) within bounded runs
+//     ([HandoffLimits], the same defaults on every backend); [Gates] is the
+//     same line without handoffs.
 //   - [ValidateName] rejects what no backend can lock (the empty name,
 //     invalid UTF-8); [SafeName] encodes any name into a short string safe
 //     for file names and keys.

@@ -3,6 +3,8 @@ package kit
 import (
 	"context"
 	"sync"
+
+	"github.com/distlock/distlock/core"
 )
 
 // Gates queues the waiting acquires of one process per key, so that only
@@ -10,15 +12,10 @@ import (
 // arrival order, without I/O. Without it every release wakes every local
 // waiter into the same race, which all but one lose at the cost of a round
 // trip each; on a quorum backend the race also splits the votes. Waiters in
-// other processes still race. The zero value is ready to use.
+// other processes still race. It is the line of Handoffs without holders or
+// handoffs. The zero value is ready to use.
 type Gates struct {
-	mu sync.Mutex
-	m  map[string]*gate
-}
-
-type gate struct {
-	token chan struct{} // holds one value while the gate is free
-	refs  int
+	line Handoffs[struct{}, core.Handle]
 }
 
 // Enter waits until the caller is first in line for key, or ctx ends (then
@@ -26,44 +23,19 @@ type gate struct {
 // the caller must call leave once its acquire attempt is over, granted or
 // not, to let the next waiter in.
 func (g *Gates) Enter(ctx context.Context, key string) (leave func(), err error) {
-	g.mu.Lock()
-	if g.m == nil {
-		g.m = make(map[string]*gate)
-	}
-	gt, ok := g.m[key]
-	if !ok {
-		gt = &gate{token: make(chan struct{}, 1)}
-		gt.token <- struct{}{}
-		g.m[key] = gt
-	}
-	gt.refs++
-	g.mu.Unlock()
-
-	unref := func() {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		if gt.refs--; gt.refs == 0 {
-			delete(g.m, key)
-		}
-	}
+	w, _ := g.line.Enqueue(key, "")
 	select {
-	case <-gt.token:
-		var once sync.Once
-		return func() {
-			once.Do(func() {
-				gt.token <- struct{}{}
-				unref()
-			})
-		}, nil
+	case <-w.Turn():
+		return sync.OnceFunc(func() { g.line.Leave(key, w) }), nil
 	case <-ctx.Done():
-		unref()
+		g.line.Leave(key, w)
 		return nil, NotAcquired(ctx)
 	}
 }
 
 // Len returns the number of keys with waiters in line.
 func (g *Gates) Len() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.m)
+	g.line.mu.Lock()
+	defer g.line.mu.Unlock()
+	return len(g.line.lines)
 }
