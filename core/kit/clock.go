@@ -19,3 +19,16 @@ func (SystemClock) Now() time.Time { return time.Now() }
 
 // After returns time.After(d).
 func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// at returns a channel that receives once clock reaches t. It reads the
+// clock again after asking for the wait, so that a clock moving in steps (a
+// test's) cannot pass t unseen between the read and the wait.
+func at(clock Clock, t time.Time) <-chan time.Time {
+	ch := clock.After(t.Sub(clock.Now()))
+	if now := clock.Now(); !now.Before(t) {
+		passed := make(chan time.Time, 1)
+		passed <- now
+		return passed
+	}
+	return ch
+}

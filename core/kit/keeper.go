@@ -302,7 +302,7 @@ func (k *Keeper) sweepLocked(now time.Time) round {
 // sleep waits until the clock reaches until, Keep kicks or Close is called.
 func (k *Keeper) sleep(until time.Time) {
 	select {
-	case <-k.cfg.Clock.After(until.Sub(k.cfg.Clock.Now())):
+	case <-at(k.cfg.Clock, until):
 	case <-k.kick:
 	case <-k.ctx.Done():
 	}
@@ -326,13 +326,12 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 // interval, when leases do not expire) is not waited for: each lease gets
 // an error saying so.
 func (k *Keeper) call(batch []*Lease, deadline time.Time) []error {
-	limit := k.cfg.Interval
-	if !deadline.IsZero() {
-		limit = deadline.Sub(k.cfg.Clock.Now())
+	if deadline.IsZero() {
+		deadline = k.cfg.Clock.Now().Add(k.cfg.Interval)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, limit)
+	ctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(k.cfg.Clock.Now()))
 	defer cancel()
-	late := k.cfg.Clock.After(limit) // the same bound on the Keeper's clock
+	late := at(k.cfg.Clock, deadline) // the same bound on the Keeper's clock
 	// Renew runs on its own goroutine so that a backend call that ignores
 	// its context (a driver without context deadlines, a frozen server)
 	// cannot keep a lease trusted past its window: when the deadline passes
