@@ -50,19 +50,28 @@ func (s LeaseState) Expired(now time.Time) bool {
 }
 
 // Held reports whether h's lock is still held as far as this process can
-// tell at this instant: its context is live and, when a lease backs it, the
-// lease's trust window has not closed by the clock. It reads the clock
-// itself, so it turns false the moment the window closes, even when the
-// timer that would end the context has not fired yet (right after a GC
-// pause, a VM freeze or SIGSTOP). Make it the last check before a side
-// effect. It cannot see a pause between the check and the effect: pass
-// h.FencingToken() to the resource too, so that it refuses a stale holder.
-func Held(h Handle) bool {
-	if h.Context().Err() != nil {
+// tell at this instant: HeldAt(h, time.Now()).
+func Held(h Handle) bool { return HeldAt(h, time.Now()) }
+
+// HeldAt reports whether h's lock is still held at now, as far as this
+// process can tell: its context is live and, when a lease backs it, the
+// lease's trust window has not closed at now. It reads no timer, so it
+// turns false the moment the window closes, even when the timer that would
+// end the context has not fired yet (right after a GC pause, a VM freeze or
+// SIGSTOP). The handles of distlock's backends check the same window in
+// their context's Err and Done, so for them it agrees with
+// h.Context().Err() == nil; HeldAt also covers handles whose context does
+// not. A nil h is not held.
+//
+// Make it the last check before a side effect. It cannot see a pause
+// between the check and the effect: pass h.FencingToken() to the resource
+// too, so that it refuses a stale holder.
+func HeldAt(h Handle, now time.Time) bool {
+	if h == nil || h.Context().Err() != nil {
 		return false
 	}
 	if r, ok := h.(LeaseReporter); ok {
-		if s, kept := r.Lease(); kept && s.Expired(time.Now()) {
+		if s, kept := r.Lease(); kept && s.Expired(now) {
 			return false
 		}
 	}

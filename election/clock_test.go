@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
 )
@@ -144,4 +146,98 @@ func TestPriorityDelayFollowsClock(t *testing.T) {
 	assert.False(t, c.e.IsLeader())
 	clock.advance(2 * time.Second)
 	c.next(election.Promoted)
+}
+
+// jump moves the clock by d without firing any wait: the timers of a
+// process that was frozen have not run yet when it resumes.
+func (c *fakeClock) jump(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// leasedLocker grants handles whose lease a kit.Keeper keeps on the test's
+// clock, with every renewal succeeding: only the clock can close a trust
+// window. It grants the lock once: a deposed leader does not win again.
+type leasedLocker struct {
+	name    string
+	clock   *fakeClock
+	keeper  *kit.Keeper
+	granted atomic.Bool
+}
+
+func newLeasedLocker(t *testing.T, clock *fakeClock, ttl time.Duration) *leasedLocker {
+	k, err := kit.NewKeeper(kit.KeeperConfig{
+		TTL:   ttl,
+		Clock: clock,
+		Renew: func(_ context.Context, b []*kit.Lease) []error { return make([]error, len(b)) },
+	})
+	require.NoError(t, err)
+	t.Cleanup(k.Close)
+	return &leasedLocker{name: uniqueName(t), clock: clock, keeper: k}
+}
+
+func (l *leasedLocker) Name() string { return l.name }
+
+func (l *leasedLocker) TryAcquire(context.Context) (core.Handle, error) {
+	if l.granted.Swap(true) {
+		return nil, kit.Busy("granted once")
+	}
+	h := kit.NewHandle(1, func(context.Context) error { return nil })
+	l.keeper.Keep(h, l.clock.Now(), nil)
+	return h, nil
+}
+
+func (l *leasedLocker) Acquire(ctx context.Context) (core.Handle, error) {
+	if h, err := l.TryAcquire(ctx); err == nil {
+		return h, nil
+	}
+	<-ctx.Done()
+	return nil, kit.NotAcquired(ctx)
+}
+
+// TestTermEndsWhenTrustWindowCloses: the clock passes the end of the term's
+// trust window while no timer fires (a leader resumed after SIGSTOP): the
+// first look at IsLeader, Term or the term's context sees the term over.
+func TestTermEndsWhenTrustWindowCloses(t *testing.T) {
+	const ttl = time.Second // the window: TTL − 0 margin
+	looks := map[string]func(*election.Election, context.Context) bool{
+		"IsLeader": func(e *election.Election, _ context.Context) bool { return e.IsLeader() },
+		"Term":     func(e *election.Election, _ context.Context) bool { return e.Term() != 0 },
+		"ctx.Err":  func(_ *election.Election, ctx context.Context) bool { return ctx.Err() == nil },
+		"ctx.Done": func(_ *election.Election, ctx context.Context) bool {
+			select {
+			case <-ctx.Done():
+				return false
+			default:
+				return true
+			}
+		},
+	}
+	for name, leading := range looks {
+		t.Run(name, func(t *testing.T) {
+			clock := newFakeClock()
+			terms := make(chan context.Context, 1)
+			c := start(t, newLeasedLocker(t, clock, ttl), election.Config{
+				Clock: clock,
+				OnPromote: func(ctx context.Context, term uint64) {
+					terms <- ctx
+					<-ctx.Done()
+				},
+			})
+			p := c.next(election.Promoted)
+			ctx := <-terms
+			clock.jump(ttl - time.Millisecond)
+			require.True(t, leading(c.e, ctx), "the term ended inside its trust window")
+			clock.jump(time.Millisecond)
+			assert.False(t, leading(c.e, ctx), "%s reports the term live after its trust window closed", name)
+			assert.False(t, c.e.IsLeader())
+			assert.Zero(t, c.e.Term())
+			require.Error(t, ctx.Err())
+			assert.ErrorIs(t, context.Cause(ctx), core.ErrLockLost)
+			d := c.next(election.Demoted)
+			assert.Equal(t, p.Term, d.Term)
+			assert.ErrorIs(t, d.Err, core.ErrLockLost)
+		})
+	}
 }

@@ -22,8 +22,11 @@ type Config struct {
 	// OnPromote is called when this candidate wins a term; term is the
 	// lock's fencing token, strictly greater than every earlier term of
 	// the election. ctx is done as soon as leadership ends: the lock is
-	// lost, Resign is called, the health check fails, or Run's context
-	// ends. OnPromote may do the leader's work itself and return when ctx
+	// lost, its trust window closes by the Clock, Resign is called, the
+	// health check fails, or Run's context ends. ctx's Err and Done read
+	// the Clock themselves, so check ctx.Err() (or IsLeader) before each
+	// step of the work: the first check after a freeze sees the term over
+	// even before any timer has fired. OnPromote may do the leader's work itself and return when ctx
 	// is done, or start work that watches ctx and return at once; in both
 	// cases the lock stays held until OnPromote has returned and the term
 	// has ended. Required.
@@ -77,8 +80,9 @@ type Config struct {
 	ResignDelay time.Duration
 
 	// Clock drives every wait of the election (retry backoff, priority
-	// and resign delays, health and observe cadences, campaign rounds) and
-	// stamps events. Default the system clock; tests substitute a fake.
+	// and resign delays, health and observe cadences, campaign rounds),
+	// stamps events, and judges whether the term's trust window (the
+	// lease deadline a core.LeaseReporter handle reports) has closed. Default the system clock; tests substitute a fake.
 	// Calls into the Locker and the health check are bounded in real
 	// time, since they wait on real I/O.
 	Clock Clock
@@ -125,7 +129,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.ObserveInterval = defaultObserveInterval
 	}
 	if c.Clock == nil {
-		c.Clock = systemClock{}
+		c.Clock = kit.SystemClock{}
 	}
 	switch {
 	case !utf8.ValidString(c.ID):
@@ -149,15 +153,6 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // Clock tells the time and waits, so that tests can drive an Election
-// without sleeping.
-type Clock interface {
-	Now() time.Time
-	// After returns a channel that receives once d has passed, as
-	// time.After does.
-	After(d time.Duration) <-chan time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time                         { return time.Now() }
-func (systemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// without sleeping. It is kit.Clock, so one fake can drive both an Election
+// and the kit.Keeper of a test's Locker.
+type Clock = kit.Clock

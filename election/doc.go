@@ -42,22 +42,50 @@
 // # The trust window
 //
 // A leader trusts its leadership for as long as its lock handle's context
-// is alive, and OnPromote's context ends with it. On lease backends
-// (redislock, redlock, natslock) the handle's lease is renewed every TTL/3
-// and the context is cancelled once the lease has gone unrenewed until
+// is alive and the lease behind it is inside its trust window, and
+// OnPromote's context ends with either. On lease backends (redislock,
+// redlock, natslock) the handle's lease is renewed every TTL/3 and is
+// trusted until
 //
 //	start of the last successful renewal + TTL − margin
 //
 // which is before the store can let the lease expire and grant it to a
 // follower, as long as clocks drift less than the margin (TTL/10 by
 // default). So in a store outage the leader stops leading first, and a
-// follower can take over only afterwards. On pglock the context ends when
-// the session's connection is seen to drop, within the keepalive cadence;
-// on filelock when the lock file is deleted or replaced. Where that ordering
-// cannot be promised (a paused process, a network partition longer than the
-// margin), the term is the fencing token: hand it to every resource the
-// leader writes, and have the resource refuse a term lower than the highest
-// it has seen.
+// follower can take over only afterwards. IsLeader, Term and the Err and
+// Done of OnPromote's context compare that deadline with Config.Clock
+// themselves: after a GC pause, a VM freeze or SIGSTOP, the first check
+// reads the term over, before the timers that would report the loss have
+// fired. On pglock the context ends when the session's connection is seen
+// to drop, within the keepalive cadence; on filelock when the lock file is
+// deleted or replaced.
+//
+// # What no lock can promise: fencing
+//
+// A check and the step that follows it are two moments. Work already past
+// its check when the process froze finishes after the process resumes,
+// under a term that may have passed to another leader meanwhile; so does
+// work that a partition or a slow write delivers late. No lock can stop
+// that. Only the resource can refuse it, by checking the term, which is a
+// fencing token: strictly greater for every new term. Check the term
+// before each step, and give it to the resource with the step:
+//
+//	OnPromote: func(ctx context.Context, term uint64) {
+//		for ctx.Err() == nil { // reads the clock: false once the window closed
+//			job := next(ctx)
+//			// The store applies the write only if term ≥ the highest term
+//			// it has seen, and records it:
+//			//   UPDATE jobs SET state = $1, term = $2
+//			//   WHERE id = $3 AND term <= $2
+//			if err := store.Apply(ctx, job, term); errors.Is(err, store.ErrStaleTerm) {
+//				return // a newer leader wrote first: stop
+//			}
+//		}
+//	},
+//
+// The check before each step keeps a deposed leader from starting new
+// work; the term checked by the resource refuses the one step that was
+// under way when it was deposed.
 //
 // # Failures
 //

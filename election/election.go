@@ -57,24 +57,35 @@ func (e *Election) Name() string { return e.locker.Name() }
 func (e *Election) ID() string { return e.cfg.ID }
 
 // IsLeader reports whether this candidate leads now: it has won a term that
-// has not ended. It does no I/O; a leader that has lost the lock without
-// knowing yet (within the backend's trust window) still reports true.
+// has not ended. It does no I/O. It reads the Clock: once the lock's trust
+// window has closed (the handle's lease deadline has passed unrenewed) it
+// reports false, and ends the term, even when no timer has fired yet, as
+// right after the process was frozen. Within the window, a leader that
+// has lost the lock without knowing yet still reports true: that is what
+// the fencing token (Term) is for.
 func (e *Election) IsLeader() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.termCtx != nil && e.termCtx.Err() == nil
+	_, ok := e.current()
+	return ok
 }
 
-// Term returns the current term while this candidate leads, else 0. The term
-// is the lock's fencing token: pass it to the resources the leader writes so
-// they can refuse a deposed leader.
+// Term returns the current term while this candidate leads (as IsLeader
+// judges it), else 0. The term is the lock's fencing token: pass it to the
+// resources the leader writes so they can refuse a deposed leader.
 func (e *Election) Term() uint64 {
+	term, _ := e.current()
+	return term
+}
+
+// current returns the current term and true while it has not ended.
+func (e *Election) current() (uint64, bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.termCtx == nil || e.termCtx.Err() != nil {
-		return 0
+	term, ctx := e.term, e.termCtx
+	e.mu.Unlock()
+	// Outside e.mu: the term context's check may end the term.
+	if ctx == nil || ctx.Err() != nil {
+		return 0, false
 	}
-	return e.term
+	return term, true
 }
 
 // Leader reports who leads the election now, as the backend sees it, in one
@@ -279,7 +290,7 @@ func (e *Election) observe(ctx context.Context) {
 // lead runs one term on h and returns why it ended.
 func (e *Election) lead(ctx context.Context, h core.Handle) error {
 	term := h.FencingToken()
-	termCtx, end := context.WithCancelCause(context.WithValue(ctx, termKey{}, e))
+	termCtx, end := e.termContext(ctx, h)
 	stopWatch := context.AfterFunc(h.Context(), func() { end(context.Cause(h.Context())) })
 	done := make(chan struct{})
 	e.mu.Lock()
@@ -320,6 +331,26 @@ func (e *Election) lead(ctx context.Context, h core.Handle) error {
 	e.mu.Unlock()
 	close(done)
 	return cause
+}
+
+// termContext returns the context of a term held through h, and its end.
+// The context ends with h's, and its Err and Done end it on the spot once
+// h is no longer held by the Clock (core.HeldAt): a lease whose trust
+// window has closed ends the term at the first check, before the timers
+// that would report the loss have fired.
+func (e *Election) termContext(ctx context.Context, h core.Handle) (context.Context, context.CancelCauseFunc) {
+	termCtx, end := context.WithCancelCause(context.WithValue(ctx, termKey{}, e))
+	check := func() {
+		if core.HeldAt(h, e.cfg.Clock.Now()) {
+			return
+		}
+		cause := context.Cause(h.Context())
+		if cause == nil {
+			cause = fmt.Errorf("%w: the lease's trust window closed", core.ErrLockLost)
+		}
+		end(cause)
+	}
+	return kit.WithCheck(termCtx, check), end
 }
 
 // release gives h up, with a bounded context of its own when ctx is done.

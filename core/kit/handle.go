@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/distlock/distlock/core"
 )
@@ -16,9 +18,18 @@ import (
 //
 // It also implements LeaseReporter: a Keeper that keeps the handle records
 // each renewal's outcome in it.
+//
+// The context is clock-aware while a Keeper keeps the handle: its Err and
+// Done compare the clock with the end of the lease's trust window, and end
+// the context with ErrLockLost on the spot once the window has closed (see
+// WithCheck). So the first check after a freeze (a GC pause, a VM freeze,
+// SIGSTOP) reads the lock as lost even when the Keeper's timer has not
+// fired yet, and core.Held(h) is the same as h.Context().Err() == nil.
 type BaseHandle struct {
-	ctx     context.Context
+	ctx     context.Context // base with the trust-window check; what Context returns
+	base    context.Context // ended by cancel; read under mu, where checking would deadlock
 	cancel  context.CancelCauseFunc
+	trusted atomic.Pointer[trustWindow] // nil while no window can close
 	token   uint64
 	release func(context.Context) error
 
@@ -36,8 +47,34 @@ var _ core.LeaseReporter = (*BaseHandle)(nil)
 // the backend; it is called at most once, after the handle's context has been
 // cancelled with ErrReleased and its lease (if any) has stopped renewing.
 func NewHandle(token uint64, release func(context.Context) error) *BaseHandle {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	return &BaseHandle{ctx: ctx, cancel: cancel, token: token, release: release}
+	base, cancel := context.WithCancelCause(context.Background())
+	h := &BaseHandle{base: base, cancel: cancel, token: token, release: release}
+	h.ctx = WithCheck(base, h.checkTrust)
+	return h
+}
+
+// trustWindow is the end of a handle's trust window, on the clock of the
+// Keeper that keeps the handle.
+type trustWindow struct {
+	deadline time.Time
+	clock    Clock
+}
+
+// checkTrust ends the context with ErrLockLost when the trust window has
+// closed by the clock. The fast path, taken on every Err and Done, is an
+// atomic load and a clock read.
+func (h *BaseHandle) checkTrust() {
+	w := h.trusted.Load()
+	if w == nil || w.clock.Now().Before(w.deadline) {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A renewal may have moved the window on since the load above.
+	if w = h.trusted.Load(); w == nil || w.clock.Now().Before(w.deadline) {
+		return
+	}
+	h.loseLocked(trustClosed(h.lease.Err))
 }
 
 // Context is done once the lock is no longer held; see Handle.
@@ -76,7 +113,12 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 func (h *BaseHandle) Lose(why error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.released {
+	h.loseLocked(why)
+}
+
+// loseLocked is Lose with h.mu held.
+func (h *BaseHandle) loseLocked(why error) {
+	if h.released || h.base.Err() != nil {
 		return
 	}
 	defer h.notifyLocked()
@@ -121,8 +163,8 @@ func (h *BaseHandle) Lease() (core.LeaseState, bool) {
 func (h *BaseHandle) LeaseChanged() <-chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
-		return h.ctx.Done()
+	if h.base.Err() != nil {
+		return h.base.Done()
 	}
 	if h.changed == nil {
 		h.changed = make(chan struct{})
@@ -130,15 +172,21 @@ func (h *BaseHandle) LeaseChanged() <-chan struct{} {
 	return h.changed
 }
 
-// setLease records a new state of the lease; the Keeper calls it. Nothing
-// changes once the context has ended: the lease is over.
-func (h *BaseHandle) setLease(s core.LeaseState) {
+// setLease records a new state of the lease, whose Deadline is on clock;
+// the Keeper calls it. Nothing changes once the context has ended: the
+// lease is over.
+func (h *BaseHandle) setLease(s core.LeaseState, clock Clock) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx.Err() != nil {
+	if h.base.Err() != nil {
 		return
 	}
 	h.lease, h.kept = s, true
+	if s.Deadline.IsZero() {
+		h.trusted.Store(nil)
+	} else {
+		h.trusted.Store(&trustWindow{deadline: s.Deadline, clock: clock})
+	}
 	h.notifyLocked()
 }
 

@@ -33,6 +33,11 @@ type KeeperConfig struct {
 	// overruns it is not waited for (its leases are judged unrenewed), so
 	// Renew may be called again while an overrunning call still runs.
 	Renew func(ctx context.Context, batch []*Lease) []error
+	// Clock drives the cadence and judges the trust windows; the
+	// starts passed to Keep are on it. Default SystemClock; tests
+	// substitute a fake. The context given to Renew is bounded in real
+	// time, since Renew waits on real I/O.
+	Clock Clock
 }
 
 // Keeper renews the leases of many handles from one goroutine, batching the
@@ -94,6 +99,9 @@ func NewKeeper(cfg KeeperConfig) (*Keeper, error) {
 	if cfg.Interval == 0 {
 		cfg.Interval = cfg.TTL / 3
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = SystemClock{}
+	}
 	switch {
 	case cfg.Interval < 0 || (cfg.TTL > 0 && cfg.Interval >= cfg.TTL-cfg.Margin):
 		return nil, Invalid("keeper: interval %v must be positive and shorter than TTL − margin (%v)", cfg.Interval, cfg.TTL-cfg.Margin)
@@ -127,7 +135,7 @@ func (k *Keeper) Keep(h *BaseHandle, start time.Time, data any) *Lease {
 	if k.cfg.TTL > 0 {
 		l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
 	}
-	h.setLease(l.state())
+	h.setLease(l.state(), k.cfg.Clock)
 	k.mu.Lock()
 	if k.closed {
 		k.mu.Unlock()
@@ -204,34 +212,25 @@ func (k *Keeper) has(l *Lease) bool {
 // lease is released.
 const keeperLinger = 5 * time.Second
 
+// run is the renewal goroutine: each round it renews the leases that are
+// due, loses those whose trust window has closed, and sleeps until the next
+// one falls due. It exits once no lease has been kept for keeperLinger, or
+// on Close.
 func (k *Keeper) run() {
 	defer k.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	sleep := func(until time.Time) {
-		timer.Reset(time.Until(until))
-		select {
-		case <-timer.C:
-		case <-k.kick:
-			if !timer.Stop() {
-				<-timer.C
-			}
-		case <-k.ctx.Done():
-		}
-	}
 	var idle time.Time // when the last lease went, while none is kept
 	for {
 		k.mu.Lock()
-		now := time.Now()
+		now := k.cfg.Clock.Now()
 		if len(k.leases) == 0 && !k.closed {
 			if idle.IsZero() {
 				idle = now
 			}
-			if now.Sub(idle) < keeperLinger {
+			if until := idle.Add(keeperLinger); now.Before(until) {
 				// Keep kicks us if a new lease falls due before then.
-				k.wake = idle.Add(keeperLinger)
+				k.wake = until
 				k.mu.Unlock()
-				sleep(idle.Add(keeperLinger))
+				k.sleep(until)
 				continue
 			}
 		}
@@ -241,51 +240,71 @@ func (k *Keeper) run() {
 			return
 		}
 		idle = time.Time{}
-		var wake time.Time
-		var batch, expired []*Lease
-		var batchDeadline time.Time
-		// Renew everything due within half an interval: renewing early is
-		// harmless, and it gathers leases acquired at different moments
-		// into the same round trip.
-		horizon := now.Add(k.cfg.Interval / 2)
-		for l := range k.leases {
-			if !l.deadline.IsZero() && !now.Before(l.deadline) {
-				expired = append(expired, l)
-				delete(k.leases, l)
-				continue
-			}
-			// A lease retrying after a failure waits for its own time:
-			// the horizon would otherwise make it due again at once.
-			if !l.next.After(horizon) && (l.lastErr == nil || !l.next.After(now)) {
-				batch = append(batch, l)
-				if !l.deadline.IsZero() && (batchDeadline.IsZero() || l.deadline.Before(batchDeadline)) {
-					batchDeadline = l.deadline
-				}
-				continue
-			}
-			if wake.IsZero() || l.next.Before(wake) {
-				wake = l.next
-			}
-			if !l.deadline.IsZero() && l.deadline.Before(wake) {
-				wake = l.deadline
-			}
-		}
-		if len(batch) == 0 && len(expired) == 0 {
-			k.wake = wake
+		r := k.sweepLocked(now)
+		if len(r.batch) == 0 && len(r.expired) == 0 {
+			k.wake = r.wake
 		}
 		k.mu.Unlock()
 
-		for _, l := range expired {
+		for _, l := range r.expired {
 			l.Handle.Lose(trustClosed(l.lastErr))
 		}
-		if len(batch) > 0 {
-			k.renew(now, batch, batchDeadline)
+		switch {
+		case len(r.batch) > 0:
+			k.renew(now, r.batch, r.deadline)
+		case len(r.expired) == 0:
+			k.sleep(r.wake)
+		}
+	}
+}
+
+// round is what one look at the kept leases found.
+type round struct {
+	batch    []*Lease  // due for renewal
+	deadline time.Time // earliest end of a trust window in batch; zero if none
+	expired  []*Lease  // trust window closed; no longer kept
+	wake     time.Time // when the next lease falls due, when nothing is to do now
+}
+
+// sweepLocked sorts the kept leases at now, removing the expired ones from
+// the Keeper; k.mu is held.
+func (k *Keeper) sweepLocked(now time.Time) round {
+	var r round
+	// Renew everything due within half an interval: renewing early is
+	// harmless, and it gathers leases acquired at different moments into
+	// the same round trip.
+	horizon := now.Add(k.cfg.Interval / 2)
+	for l := range k.leases {
+		if !l.deadline.IsZero() && !now.Before(l.deadline) {
+			r.expired = append(r.expired, l)
+			delete(k.leases, l)
 			continue
 		}
-		if len(expired) > 0 {
+		// A lease retrying after a failure waits for its own time: the
+		// horizon would otherwise make it due again at once.
+		if !l.next.After(horizon) && (l.lastErr == nil || !l.next.After(now)) {
+			r.batch = append(r.batch, l)
+			if !l.deadline.IsZero() && (r.deadline.IsZero() || l.deadline.Before(r.deadline)) {
+				r.deadline = l.deadline
+			}
 			continue
 		}
-		sleep(wake)
+		if r.wake.IsZero() || l.next.Before(r.wake) {
+			r.wake = l.next
+		}
+		if !l.deadline.IsZero() && l.deadline.Before(r.wake) {
+			r.wake = l.deadline
+		}
+	}
+	return r
+}
+
+// sleep waits until the clock reaches until, Keep kicks or Close is called.
+func (k *Keeper) sleep(until time.Time) {
+	select {
+	case <-at(k.cfg.Clock, until):
+	case <-k.kick:
+	case <-k.ctx.Done():
 	}
 }
 
@@ -296,15 +315,23 @@ func trustClosed(last error) error {
 	return fmt.Errorf("trust window closed before the lease was renewed: %w", last)
 }
 
+// renew renews batch, whose renewal started at start, and records the
+// outcomes.
 func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
-	var ctx context.Context
-	var cancel context.CancelFunc
+	k.settle(start, batch, k.call(batch, deadline))
+}
+
+// call runs Renew on batch and returns its answers. A call that has not
+// answered when the earliest trust window of the batch closes (or within an
+// interval, when leases do not expire) is not waited for: each lease gets
+// an error saying so.
+func (k *Keeper) call(batch []*Lease, deadline time.Time) []error {
 	if deadline.IsZero() {
-		ctx, cancel = context.WithTimeout(k.ctx, k.cfg.Interval)
-	} else {
-		ctx, cancel = context.WithDeadline(k.ctx, deadline)
+		deadline = k.cfg.Clock.Now().Add(k.cfg.Interval)
 	}
+	ctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(k.cfg.Clock.Now()))
 	defer cancel()
+	late := at(k.cfg.Clock, deadline) // the same bound on the Keeper's clock
 	// Renew runs on its own goroutine so that a backend call that ignores
 	// its context (a driver without context deadlines, a frozen server)
 	// cannot keep a lease trusted past its window: when the deadline passes
@@ -315,73 +342,89 @@ func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
 		defer k.wg.Done()
 		done <- k.cfg.Renew(ctx, batch)
 	}()
-	var errs []error
 	select {
-	case errs = <-done:
+	case errs := <-done:
+		return errs
 	case <-ctx.Done():
-		select {
-		case errs = <-done: // answered at the deadline: use the answer
-		default:
-			errs = make([]error, len(batch))
-			for i := range errs {
-				errs[i] = fmt.Errorf("renewal did not answer in time: %w", context.Cause(ctx))
-			}
-		}
+	case <-late:
 	}
+	select {
+	case errs := <-done: // answered at the deadline: use the answer
+		return errs
+	default:
+	}
+	why := context.Cause(ctx)
+	if why == nil {
+		why = context.DeadlineExceeded
+	}
+	errs := make([]error, len(batch))
+	for i := range errs {
+		errs[i] = fmt.Errorf("renewal did not answer in time: %w", why)
+	}
+	return errs
+}
 
-	retry := max(k.cfg.Interval/4, 10*time.Millisecond)
-	now := time.Now()
-	var lost []*Lease
-	// The handles learn the outcomes once k.mu is released: a handle's
-	// mutex is never taken under the Keeper's.
+// settle records the outcome of the renewal of batch that started at
+// start: errs[i] is lease i's. The handles learn the outcomes once k.mu is
+// released: a handle's mutex is never taken under the Keeper's.
+func (k *Keeper) settle(start time.Time, batch []*Lease, errs []error) {
+	now := k.cfg.Clock.Now()
 	type report struct {
 		h *BaseHandle
 		s core.LeaseState
 	}
 	reports := make([]report, 0, len(batch))
+	var lost []*Lease
 	k.mu.Lock()
 	for i, l := range batch {
 		if !k.has(l) {
 			continue // released while renewing
 		}
-		var err error
+		err := errors.New("keeper: Renew returned too few results")
 		if i < len(errs) {
 			err = errs[i]
-		} else {
-			err = errors.New("keeper: Renew returned too few results")
 		}
-		switch {
-		case err == nil:
-			l.lastErr = nil
-			l.next = start.Add(k.cfg.Interval)
-			l.renewed = start
-			l.renewals++
-			if k.cfg.TTL > 0 {
-				l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
-			}
+		if k.settleLocked(l, err, start, now) {
 			reports = append(reports, report{l.Handle, l.state()})
-		case errors.Is(err, core.ErrLockLost):
-			delete(k.leases, l)
-			l.lastErr = err
+		} else {
 			lost = append(lost, l)
-		case !l.deadline.IsZero() && !now.Before(l.deadline):
-			delete(k.leases, l)
-			if l.lastErr != nil {
-				err = errors.Join(l.lastErr, err) // keep why the earlier renewals failed
-			}
-			l.lastErr = trustClosed(err)
-			lost = append(lost, l)
-		default:
-			l.lastErr = err
-			l.next = now.Add(retry)
-			reports = append(reports, report{l.Handle, l.state()})
 		}
 	}
 	k.mu.Unlock()
 	for _, r := range reports {
-		r.h.setLease(r.s)
+		r.h.setLease(r.s, k.cfg.Clock)
 	}
 	for _, l := range lost {
 		l.Handle.Lose(l.lastErr)
 	}
+}
+
+// settleLocked records err, the outcome at now of l's renewal that started
+// at start, and reports whether l is still kept; a lease no longer kept is
+// lost, for the reason in l.lastErr. k.mu is held.
+func (k *Keeper) settleLocked(l *Lease, err error, start, now time.Time) bool {
+	switch {
+	case err == nil:
+		l.lastErr = nil
+		l.next = start.Add(k.cfg.Interval)
+		l.renewed = start
+		l.renewals++
+		if k.cfg.TTL > 0 {
+			l.deadline = start.Add(k.cfg.TTL - k.cfg.Margin)
+		}
+		return true
+	case errors.Is(err, core.ErrLockLost):
+		l.lastErr = err
+	case !l.deadline.IsZero() && !now.Before(l.deadline):
+		if l.lastErr != nil {
+			err = errors.Join(l.lastErr, err) // keep why the earlier renewals failed
+		}
+		l.lastErr = trustClosed(err)
+	default:
+		l.lastErr = err
+		l.next = now.Add(max(k.cfg.Interval/4, 10*time.Millisecond))
+		return true
+	}
+	delete(k.leases, l)
+	return false
 }

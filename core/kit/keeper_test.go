@@ -3,6 +3,7 @@ package kit_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,14 +25,29 @@ func newKeeper(t *testing.T, cfg kit.KeeperConfig) *kit.Keeper {
 
 func noopRelease(context.Context) error { return nil }
 
-// renewAllLost is a Renew that finds every lease gone.
-func renewAllLost(_ context.Context, b []*kit.Lease) []error {
-	errs := make([]error, len(b))
-	for i := range errs {
-		errs[i] = core.ErrLockLost
-	}
-	return errs
+// tick advances clock by d and waits for the Keeper's reaction: a renewal
+// of h reported, or h lost. Each d must make h due, or nothing happens.
+func tick(t *testing.T, clock *fakeClock, h *kit.BaseHandle, d time.Duration) {
+	t.Helper()
+	changed := h.LeaseChanged()
+	clock.advance(d)
+	waitFor(t, changed, "renewal or loss after the clock moved")
 }
+
+// failing is a Renew that fails every lease with err and counts its calls.
+func failing(err error, calls *atomic.Int32) func(context.Context, []*kit.Lease) []error {
+	return func(_ context.Context, b []*kit.Lease) []error {
+		calls.Add(1)
+		errs := make([]error, len(b))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+}
+
+// renewAllLost is a Renew that finds every lease gone.
+var renewAllLost = failing(core.ErrLockLost, new(atomic.Int32))
 
 func TestKeeperConfigErrors(t *testing.T) {
 	renew := func(context.Context, []*kit.Lease) []error { return nil }
@@ -49,11 +65,13 @@ func TestKeeperConfigErrors(t *testing.T) {
 }
 
 func TestKeeperBatchesRenewals(t *testing.T) {
+	clock := newFakeClock()
 	var mu sync.Mutex
 	var batches []int
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      300 * time.Millisecond,
 		Interval: 50 * time.Millisecond,
+		Clock:    clock,
 		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			mu.Lock()
 			batches = append(batches, len(b))
@@ -62,27 +80,26 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 		},
 	})
 	var hs []*kit.BaseHandle
-	start := time.Now()
+	start := clock.Now()
 	for i := range 100 {
 		h := kit.NewHandle(uint64(i+1), noopRelease)
 		k.Keep(h, start, i)
 		hs = append(hs, h)
 	}
-	time.Sleep(400 * time.Millisecond) // more than the TTL: only renewals keep them
+	const rounds = 8 // 400ms, more than the TTL: only renewals keep them
+	for range rounds {
+		tick(t, clock, hs[len(hs)-1], 50*time.Millisecond)
+	}
 	for _, h := range hs {
 		if h.Context().Err() != nil {
 			t.Fatalf("handle lost although every renewal succeeded: %v", context.Cause(h.Context()))
 		}
 	}
 	mu.Lock()
-	n := len(batches)
-	full := batches[0]
+	got := slices.Clone(batches)
 	mu.Unlock()
-	if full != 100 {
-		t.Fatalf("first batch renewed %d leases, want all 100 together", full)
-	}
-	if n < 3 {
-		t.Fatalf("%d renewal rounds in 400ms at a 50ms interval", n)
+	if len(got) != rounds || slices.ContainsFunc(got, func(n int) bool { return n != 100 }) {
+		t.Fatalf("batches %v, want %d batches of all 100 leases", got, rounds)
 	}
 	for _, h := range hs {
 		_ = h.Release(context.Background())
@@ -96,20 +113,16 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 // context with ErrLockLost, which also wakes a LeaseChanged watcher, without
 // setting the state's Err.
 func TestKeeperLostVerdict(t *testing.T) {
+	clock := newFakeClock()
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
+		Clock:    clock,
 		Renew:    renewAllLost,
 	})
 	h := kit.NewHandle(1, noopRelease)
-	k.Keep(h, time.Now(), nil)
-	changed := h.LeaseChanged()
-	select {
-	case <-changed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("LeaseChanged not closed when the lease was lost")
-	}
-	<-h.Context().Done()
+	k.Keep(h, clock.Now(), nil)
+	tick(t, clock, h, 10*time.Millisecond)
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))
 	}
@@ -118,60 +131,68 @@ func TestKeeperLostVerdict(t *testing.T) {
 	}
 }
 
+// TestKeeperTrustWindow: renewals that fail with an unknown outcome are
+// retried every Interval/4 (at least 10ms) until the trust window closes,
+// at start + TTL − margin and not before.
 func TestKeeperTrustWindow(t *testing.T) {
+	clock := newFakeClock()
 	outage := errors.New("connection refused")
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      200 * time.Millisecond,
 		Interval: 40 * time.Millisecond,
 		Margin:   20 * time.Millisecond,
-		Renew: func(_ context.Context, b []*kit.Lease) []error {
-			calls.Add(1)
-			errs := make([]error, len(b))
-			for i := range errs {
-				errs[i] = outage
-			}
-			return errs
-		},
+		Clock:    clock,
+		Renew:    failing(outage, &calls),
 	})
-	start := time.Now()
+	start := clock.Now()
 	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, start, nil)
-	<-h.Context().Done()
-	took := time.Since(start)
+	tick(t, clock, h, 40*time.Millisecond) // the first renewal
+	ticks := 1
+	done := h.Context().Done()
+	for open := true; open; {
+		tick(t, clock, h, 10*time.Millisecond) // each retry
+		ticks++
+		select {
+		case <-done:
+			open = false
+		default:
+		}
+	}
 	cause := context.Cause(h.Context())
 	if !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, outage) {
 		t.Fatalf("cause = %v, want ErrLockLost wrapping the renewal error", cause)
 	}
-	// Lost no earlier than the trust window allows (start + TTL − margin).
-	if took < 180*time.Millisecond {
-		t.Fatalf("lost after %v, before the trust window closed", took)
+	if took := clock.Now().Sub(start); took != 180*time.Millisecond {
+		t.Fatalf("lost at start + %v, want when the trust window closes (start + TTL − margin = 180ms)", took)
 	}
-	if calls.Load() < 2 {
-		t.Fatalf("only %d renewal attempts before giving up", calls.Load())
+	if n := int(calls.Load()); n != ticks-1 {
+		t.Fatalf("%d renewal attempts in %d ticks, want one a tick until the last, which finds the window closed", n, ticks)
 	}
 }
 
 func TestKeeperReleaseStopsRenewal(t *testing.T) {
+	clock := newFakeClock()
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
+		Clock:    clock,
 		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			calls.Add(1)
 			return make([]error, len(b))
 		},
 	})
 	h := kit.NewHandle(1, noopRelease)
-	k.Keep(h, time.Now(), nil)
+	k.Keep(h, clock.Now(), nil)
 	_ = h.Release(context.Background())
 	if k.Len() != 0 {
 		t.Fatal("lease still kept after Release")
 	}
-	n := calls.Load()
-	time.Sleep(50 * time.Millisecond)
-	if calls.Load() != n {
-		t.Fatal("renewals went on after Release")
+	clock.advance(50 * time.Millisecond)
+	if calls.Load() != 0 {
+		t.Fatal("a released lease was renewed")
 	}
 	if !errors.Is(context.Cause(h.Context()), core.ErrReleased) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))
@@ -199,66 +220,77 @@ func TestKeeperClose(t *testing.T) {
 	}
 }
 
+// TestKeeperLosesWhenRenewHangs: a renewal that ignores its context does
+// not keep the lease past its trust window: the Keeper judges it
+// unanswered when its clock reaches the window's end.
 func TestKeeperLosesWhenRenewHangs(t *testing.T) {
+	clock := newFakeClock()
 	release := make(chan struct{})
+	called := make(chan struct{})
+	var once sync.Once
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      200 * time.Millisecond,
 		Interval: 40 * time.Millisecond,
 		Margin:   20 * time.Millisecond,
+		Clock:    clock,
 		// A renewal that ignores its context, as a driver without context
 		// deadlines does against a frozen server.
 		Renew: func(_ context.Context, b []*kit.Lease) []error {
+			once.Do(func() { close(called) })
 			<-release
 			return make([]error, len(b))
 		},
 	})
 	defer close(release)
-	start := time.Now()
 	h := kit.NewHandle(1, noopRelease)
-	k.Keep(h, start, nil)
-	select {
-	case <-h.Context().Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a hanging renewal kept the lease trusted past its window")
-	}
-	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
-		t.Fatalf("cause = %v", context.Cause(h.Context()))
+	k.Keep(h, clock.Now(), nil)
+	// Done is read once, so that the handle's own check of the window
+	// cannot end the context: the Keeper must.
+	done := h.Context().Done()
+	clock.advance(40 * time.Millisecond)
+	waitFor(t, called, "renewal")
+	clock.advance(140 * time.Millisecond)
+	waitFor(t, done, "loss: a hanging renewal kept the lease trusted past its window")
+	cause := context.Cause(h.Context())
+	if !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, context.DeadlineExceeded) {
+		t.Fatalf("cause = %v, want ErrLockLost for a renewal that did not answer in time", cause)
 	}
 }
 
+// TestKeeperRetriesWithoutSpinning: a renewal that fails fast is retried
+// once per Interval/4, not in a loop.
 func TestKeeperRetriesWithoutSpinning(t *testing.T) {
+	clock := newFakeClock()
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Second,
 		Interval: 200 * time.Millisecond,
-		Renew: func(_ context.Context, b []*kit.Lease) []error {
-			calls.Add(1)
-			errs := make([]error, len(b))
-			for i := range errs {
-				errs[i] = errors.New("connection refused") // fails fast
-			}
-			return errs
-		},
+		Clock:    clock,
+		Renew:    failing(errors.New("connection refused"), &calls),
 	})
 	h := kit.NewHandle(1, noopRelease)
-	k.Keep(h, time.Now(), nil)
-	<-h.Context().Done() // the trust window closes after 0.9s
-	// First renewal at 200ms, then a retry every 50ms: about 15 calls.
-	if n := calls.Load(); n > 40 {
-		t.Fatalf("%d renewal calls before the window closed: the retry spins", n)
+	k.Keep(h, clock.Now(), nil)
+	tick(t, clock, h, 200*time.Millisecond)
+	for i := int32(1); i <= 5; i++ {
+		if n := calls.Load(); n != i {
+			t.Fatalf("%d renewal calls after %d due times: the retry spins", n, i)
+		}
+		tick(t, clock, h, 50*time.Millisecond)
 	}
 }
 
 // TestKeeperReportsLeaseState follows one handle's LeaseState through a
 // success, a failed renewal, a recovery and the release.
 func TestKeeperReportsLeaseState(t *testing.T) {
+	clock := newFakeClock()
 	outage := errors.New("connection refused")
 	var fail atomic.Bool
-	const ttl, margin = 600 * time.Millisecond, 60 * time.Millisecond
+	const ttl, margin, interval = 600 * time.Millisecond, 60 * time.Millisecond, 50 * time.Millisecond
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      ttl,
-		Interval: 50 * time.Millisecond,
+		Interval: interval,
 		Margin:   margin,
+		Clock:    clock,
 		Renew: func(_ context.Context, b []*kit.Lease) []error {
 			errs := make([]error, len(b))
 			if fail.Load() {
@@ -275,43 +307,27 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 	}
 	var _ core.LeaseReporter = h
 
-	// next waits for the first state after the current one that satisfies
-	// cond.
-	next := func(what string, cond func(core.LeaseState) bool) core.LeaseState {
-		t.Helper()
-		deadline := time.After(5 * time.Second)
-		for {
-			changed := h.LeaseChanged()
-			if s, _ := h.Lease(); cond(s) {
-				return s
-			}
-			select {
-			case <-changed:
-			case <-deadline:
-				s, _ := h.Lease()
-				t.Fatalf("no %s: state %+v", what, s)
-			}
-		}
-	}
-
-	start := time.Now()
+	start := clock.Now()
 	k.Keep(h, start, nil)
 	s, ok := h.Lease()
 	if !ok || !s.Renewed.Equal(start) || !s.Deadline.Equal(start.Add(ttl-margin)) || s.Renewals != 0 || s.Err != nil {
 		t.Fatalf("state after Keep = %+v, %v; want Renewed = start, Deadline = start + TTL − margin", s, ok)
 	}
 
-	s = next("renewal", func(s core.LeaseState) bool { return s.Renewals >= 2 })
-	if !s.Renewed.After(start) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) || s.Err != nil {
-		t.Fatalf("state after renewals = %+v", s)
+	tick(t, clock, h, interval)
+	tick(t, clock, h, interval)
+	s, _ = h.Lease()
+	if s.Renewals != 2 || !s.Renewed.Equal(start.Add(2*interval)) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) || s.Err != nil {
+		t.Fatalf("state after two renewals = %+v", s)
 	}
 
 	fail.Store(true)
-	bad := next("failed renewal", func(s core.LeaseState) bool { return s.Err != nil })
+	tick(t, clock, h, interval)
+	bad, _ := h.Lease()
 	if !errors.Is(bad.Err, outage) {
 		t.Fatalf("Err = %v, want the renewal's error", bad.Err)
 	}
-	if bad.Renewed.Before(s.Renewed) || !bad.Deadline.Equal(bad.Renewed.Add(ttl-margin)) {
+	if !bad.Renewed.Equal(s.Renewed) || !bad.Deadline.Equal(s.Deadline) {
 		t.Fatalf("a failed renewal moved the trust window: %+v after %+v", bad, s)
 	}
 	if err := h.Context().Err(); err != nil {
@@ -319,8 +335,9 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 	}
 
 	fail.Store(false)
-	good := next("recovery", func(s core.LeaseState) bool { return s.Err == nil })
-	if good.Renewals <= bad.Renewals || !good.Renewed.After(bad.Renewed) {
+	tick(t, clock, h, interval)
+	good, _ := h.Lease()
+	if good.Err != nil || good.Renewals != bad.Renewals+1 || !good.Renewed.After(bad.Renewed) {
 		t.Fatalf("state after recovery = %+v, before %+v", good, bad)
 	}
 	if err := h.Context().Err(); err != nil {
@@ -339,7 +356,7 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 	default:
 		t.Fatal("LeaseChanged after Release is not closed")
 	}
-	if s, ok := h.Lease(); !ok || s.Renewals < good.Renewals {
+	if s, ok := h.Lease(); !ok || s.Renewals != good.Renewals {
 		t.Fatalf("Lease after Release = %+v, %v; want the last state", s, ok)
 	}
 }
