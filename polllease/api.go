@@ -62,7 +62,7 @@ func (c *Coordinator) IsOwned(target string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l := c.owned[target]
-	return l != nil && c.mayPoll(l)
+	return l != nil && c.mayPoll(l, c.now())
 }
 
 // IsOwnedStrict is IsOwned confirmed by the store: the lease's current
@@ -73,7 +73,7 @@ func (c *Coordinator) IsOwned(target string) bool {
 func (c *Coordinator) IsOwnedStrict(ctx context.Context, target string) (bool, error) {
 	c.mu.Lock()
 	l := c.owned[target]
-	local := l != nil && c.mayPoll(l)
+	local := l != nil && c.mayPoll(l, c.now())
 	c.mu.Unlock()
 	if !local {
 		return false, nil

@@ -29,6 +29,9 @@ type Coordinator struct {
 	cfg Config
 	id  string
 	log *slog.Logger
+	// now is the clock of the trust windows: the heartbeat's, and the
+	// checks of a lease's window before a poll. Tests move it.
+	now func() time.Time
 
 	kickSweep chan struct{} // a lease's handle context ended
 	kickTick  chan struct{} // the heartbeat recovered: reconcile now
@@ -104,6 +107,7 @@ func New(cfg Config) (*Coordinator, error) {
 		cfg:       cfg,
 		id:        cfg.InstanceID,
 		log:       cfg.Logger.With(slog.String("instance", cfg.InstanceID)),
+		now:       time.Now,
 		kickSweep: make(chan struct{}, 1),
 		kickTick:  make(chan struct{}, 1),
 		owned:     make(map[string]*lease),

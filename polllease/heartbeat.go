@@ -24,7 +24,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 		case <-timer.C:
 		}
 		c.mu.Lock()
-		wait := c.beatWait(time.Now())
+		wait := c.beatWait(c.now())
 		c.mu.Unlock()
 		if wait <= 0 {
 			_, done, err := c.beat(ctx, false)
@@ -36,7 +36,7 @@ func (c *Coordinator) heartbeatLoop(ctx context.Context, firstBeat chan<- struct
 				close(firstBeat)
 			}
 			c.mu.Lock()
-			wait = c.beatWait(time.Now())
+			wait = c.beatWait(c.now())
 			c.mu.Unlock()
 		}
 		timer.Reset(max(wait, time.Millisecond))
@@ -82,7 +82,7 @@ func (c *Coordinator) beatSlack() time.Duration {
 func (c *Coordinator) beat(ctx context.Context, list bool) (members []string, done bool, err error) {
 	c.beatMu.Lock()
 	defer c.beatMu.Unlock()
-	start := time.Now()
+	start := c.now()
 	c.mu.Lock()
 	if !list && c.beatWait(start) > 0 {
 		c.mu.Unlock()
@@ -136,7 +136,7 @@ func (c *Coordinator) beatSucceeded(start time.Time, kickTick bool) {
 	c.beatFails = 0
 	c.lastBeat = start
 	if c.running {
-		c.fence.Reset(time.Until(c.beatDeadline()))
+		c.fence.Reset(c.beatDeadline().Sub(c.now()))
 	}
 	var paused []pausedPoller
 	if c.fenced {
@@ -174,9 +174,18 @@ func (c *Coordinator) fenceIfStale() {
 	c.emitMu.Lock()
 	defer c.emitMu.Unlock()
 	c.mu.Lock()
-	if !c.running || c.fenced || time.Now().Before(c.beatDeadline()) {
-		c.mu.Unlock()
-		return
+	events := c.fenceIfClosed(c.now())
+	c.mu.Unlock()
+	c.deliver(events)
+}
+
+// fenceIfClosed pauses every poller when the heartbeat's trust window has
+// closed at now and they are not paused yet, and returns the EventUncertain
+// of each lease not paused already; c.emitMu and c.mu are held, and the
+// caller delivers the events before it releases c.emitMu.
+func (c *Coordinator) fenceIfClosed(now time.Time) []Event {
+	if !c.running || c.fenced || now.Before(c.beatDeadline()) {
+		return nil
 	}
 	c.fenced = true
 	err := fmt.Errorf("polllease: no successful heartbeat since %s", c.lastBeat.Format(time.RFC3339Nano))
@@ -191,7 +200,6 @@ func (c *Coordinator) fenceIfStale() {
 			events = append(events, c.event(EventUncertain, l, "", err))
 		}
 	}
-	c.mu.Unlock()
 	c.log.Warn("Heartbeat trust window closed: pollers paused", slog.Any("error", err))
-	c.deliver(events)
+	return events
 }

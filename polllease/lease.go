@@ -3,6 +3,7 @@ package polllease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -208,7 +209,9 @@ func (c *Coordinator) leaseChanged(l *lease, prev, now core.LeaseState) bool {
 			}
 			events = append(events, c.event(EventUncertain, l, "", now.Err))
 		}
-	case now.Err == nil && l.uncertain:
+	case now.Err == nil && l.uncertain && !now.Expired(c.now()):
+		// A renewal that ends past the trust window (its start was
+		// before a freeze) does not make the lease pollable again.
 		l.uncertain = false
 		paused = append(paused, pausedPoller{l, l.poll})
 	}
@@ -247,7 +250,7 @@ func (c *Coordinator) resume(paused []pausedPoller) {
 	c.mu.Lock()
 	for _, p := range paused {
 		l := p.l
-		if !c.running || c.owned[l.target] != l || !c.mayPoll(l) || l.poll != p.poll {
+		if !c.running || c.owned[l.target] != l || !c.mayPoll(l, c.now()) || l.poll != p.poll {
 			continue
 		}
 		c.startPoller(l)
@@ -285,7 +288,7 @@ func (c *Coordinator) pollLoop(ctx context.Context, l *lease) {
 		case <-timer.C:
 		}
 		start := time.Now()
-		if !c.owns(l) {
+		if !c.pollable(l) {
 			return
 		}
 		if err := c.cfg.Poll(ctx, l.target, l.token); err != nil && ctx.Err() == nil {
@@ -295,16 +298,62 @@ func (c *Coordinator) pollLoop(ctx context.Context, l *lease) {
 	}
 }
 
-// owns reports whether l is this instance's live, unpaused lease.
-func (c *Coordinator) owns(l *lease) bool {
+// pollable is the check before each poll of l: it reports whether l is
+// this instance's live lease and nothing pauses it. It reads the clock
+// rather than trust the timers that end a lease's context and close the
+// heartbeat's trust window: after the process was frozen (a GC pause, a VM
+// migration, SIGSTOP) the poll timers can fire before those do. A lease
+// whose trust window has closed by the clock is paused as uncertain (a
+// renewal that succeeds resumes it, as after a failed renewal; the keeper
+// ends it otherwise); a closed heartbeat window pauses every lease. Their
+// EventUncertain is delivered before pollable returns, so before any poll.
+func (c *Coordinator) pollable(l *lease) bool {
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.owned[l.target] == l && c.mayPoll(l)
+	if c.owned[l.target] != l {
+		c.mu.Unlock()
+		return false
+	}
+	now := c.now()
+	var events []Event
+	if st, expired := leaseExpired(l.h, now); expired && !l.uncertain {
+		l.uncertain = true
+		if l.poll != nil {
+			l.poll.cancel()
+		}
+		if !c.fenced { // else paused and reported already
+			err := fmt.Errorf("polllease: lease of %q past its trust window (%s) by the clock: %w",
+				l.target, st.Deadline.Format(time.RFC3339Nano), core.ErrLockLost)
+			events = append(events, c.event(EventUncertain, l, "", err))
+		}
+	}
+	events = append(events, c.fenceIfClosed(now)...)
+	ok := c.mayPoll(l, now)
+	c.mu.Unlock()
+	c.deliver(events)
+	return ok
 }
 
-// mayPoll reports whether l, a lease this instance holds, may be polled
-// now: its handle is live and neither the heartbeat's trust window nor a
-// failed renewal has paused it; c.mu is held.
-func (c *Coordinator) mayPoll(l *lease) bool {
-	return !c.fenced && !l.uncertain && l.h.Context().Err() == nil
+// mayPoll reports whether l, a lease this instance holds, may be polled at
+// now: its handle is live, its lease's and the heartbeat's trust windows
+// are open by the clock, and neither a closed heartbeat window nor a failed
+// renewal has paused it; c.mu is held.
+func (c *Coordinator) mayPoll(l *lease, now time.Time) bool {
+	if c.fenced || l.uncertain || l.h.Context().Err() != nil || !now.Before(c.beatDeadline()) {
+		return false
+	}
+	_, expired := leaseExpired(l.h, now)
+	return !expired
+}
+
+// leaseExpired returns the state of h's lease and whether its trust window
+// has closed at now; a handle whose backend renews nothing never expires.
+func leaseExpired(h core.Handle, now time.Time) (core.LeaseState, bool) {
+	rep, ok := h.(core.LeaseReporter)
+	if !ok {
+		return core.LeaseState{}, false
+	}
+	st, kept := rep.Lease()
+	return st, kept && st.Expired(now)
 }
