@@ -27,7 +27,9 @@ const (
 	// have extended it; or the heartbeat has failed past its trust window
 	// (HeartbeatTTL − margin after the start of the last one that
 	// succeeded), so the store may already count this instance dead, and
-	// no lease is acquired until a heartbeat succeeds again. One event
+	// no lease is acquired until a heartbeat succeeds again; or the check
+	// before a poll found the lease's trust window closed by the clock
+	// (Err matches core.ErrLockLost) before the keeper ended it. One event
 	// per target that was polling; an EventResumed, EventLost or
 	// EventReleased follows.
 	EventUncertain
