@@ -28,7 +28,7 @@
 //     (Config.Targets), and computes the assignment: rendezvous (highest
 //     random weight) hashing of each target over the members, with bounded
 //     load, so no instance is assigned more than ⌈1.2 × targets / instances⌉
-//     (see Assign). The assignment is what is desired; ownership only changes
+//     nor fewer than about 0.8 × targets / instances (see Assign and Floor). The assignment is what is desired; ownership only changes
 //     through leases:
 //     it tries the leases of the targets it is preferred for every tick
 //     until it holds them; a target whose preferred instance has not
