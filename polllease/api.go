@@ -55,14 +55,15 @@ func (c *Coordinator) Release(ctx context.Context, target string) error {
 }
 
 // IsOwned reports whether this instance holds target's lease and may poll
-// it: the lease's handle is live, the heartbeat's trust window is open and
-// the lease's last renewal did not fail. It is local and cheap;
-// IsOwnedStrict asks the store.
+// it: the lease's handle is live, the lease's and the heartbeat's trust
+// windows are open by the clock (even when the timers that would close them
+// have not fired yet, right after a freeze) and the lease's last renewal
+// did not fail. It is local and cheap; IsOwnedStrict asks the store.
 func (c *Coordinator) IsOwned(target string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l := c.owned[target]
-	return l != nil && c.mayPoll(l)
+	return l != nil && c.mayPoll(l, c.now())
 }
 
 // IsOwnedStrict is IsOwned confirmed by the store: the lease's current
@@ -73,7 +74,7 @@ func (c *Coordinator) IsOwned(target string) bool {
 func (c *Coordinator) IsOwnedStrict(ctx context.Context, target string) (bool, error) {
 	c.mu.Lock()
 	l := c.owned[target]
-	local := l != nil && c.mayPoll(l)
+	local := l != nil && c.mayPoll(l, c.now())
 	c.mu.Unlock()
 	if !local {
 		return false, nil

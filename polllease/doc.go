@@ -28,7 +28,7 @@
 //     (Config.Targets), and computes the assignment: rendezvous (highest
 //     random weight) hashing of each target over the members, with bounded
 //     load, so no instance is assigned more than ⌈1.2 × targets / instances⌉
-//     (see Assign). The assignment is what is desired; ownership only changes
+//     nor fewer than about 0.8 × targets / instances (see Assign and Floor). The assignment is what is desired; ownership only changes
 //     through leases:
 //     it tries the leases of the targets it is preferred for every tick
 //     until it holds them; a target whose preferred instance has not
@@ -43,9 +43,9 @@
 //     targets that left the set; it never takes a lease someone holds.
 //   - Poll: each owned target has its own loop that calls Config.Poll every
 //     PollInterval(target), under the lease handle's context and with its
-//     fencing token. Before each poll it checks that the lease is still
-//     owned and not paused (see below); IsOwnedStrict asks the store, for
-//     critical polls.
+//     fencing token. Before each poll it checks, by the clock, that the
+//     lease is still owned and not paused (see below); IsOwnedStrict asks
+//     the store, for critical polls.
 //
 // A lease is one core.Locker per target, named Group + ":lease:" + target
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
@@ -90,6 +90,39 @@
 // (EventResumed), except those a failed renewal keeps paused, and a
 // reconcile tick runs at once, so the instance recovers on its own when
 // the store returns.
+//
+// Every check before a poll reads the clock, not only the timers that end
+// a lease's context and close the heartbeat's trust window: after the
+// process was frozen (a long GC pause, a VM migration, SIGSTOP), the poll
+// timers can fire before those do. A lease whose trust window (last renewal
+// start + TTL − margin, core.LeaseState.Expired) has closed by the clock is
+// paused as uncertain, and a closed heartbeat window pauses every lease,
+// each reported by its EventUncertain before any poll starts; a renewal that
+// succeeds resumes the lease, as after a failed renewal, and the backend's
+// keeper otherwise ends it (EventLost). IsOwned makes the same check.
+//
+// # What no lock can promise
+//
+// A check, however late, comes before the work: a poll already running
+// when the process froze, or that freezes between the check and its write,
+// carries on when the process resumes, with a lease that may have passed to
+// another instance meanwhile. Neither the Coordinator nor any lock can stop
+// it; only the resource can, by refusing the write of a stale holder. That
+// is what the fencing token passed to Config.Poll is for: tokens increase
+// with each grant of a target's lease, so the resource keeps the highest
+// token it has accepted per target and refuses a lower one, in the same
+// atomic step as the write:
+//
+//	Poll: func(ctx context.Context, target string, token uint64) error {
+//		data, err := fetch(ctx, target)
+//		if err != nil {
+//			return err
+//		}
+//		// UPDATE results SET data = $1, token = $2
+//		//  WHERE target = $3 AND token <= $2
+//		// (0 rows: a newer holder wrote; this poll is stale)
+//		return store.Save(ctx, target, token, data)
+//	},
 //
 // A crashed instance's leases expire after their TTL and its heartbeat after
 // HeartbeatTTL; its targets are polled again within a lease TTL plus one

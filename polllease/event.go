@@ -1,6 +1,7 @@
 package polllease
 
 import (
+	"context"
 	"log/slog"
 	"time"
 )
@@ -26,7 +27,9 @@ const (
 	// have extended it; or the heartbeat has failed past its trust window
 	// (HeartbeatTTL − margin after the start of the last one that
 	// succeeded), so the store may already count this instance dead, and
-	// no lease is acquired until a heartbeat succeeds again. One event
+	// no lease is acquired until a heartbeat succeeds again; or the check
+	// before a poll found the lease's trust window closed by the clock
+	// (Err matches core.ErrLockLost) before the keeper ended it. One event
 	// per target that was polling; an EventResumed, EventLost or
 	// EventReleased follows.
 	EventUncertain
@@ -95,4 +98,46 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("error", e.Err.Error()))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+func (c *Coordinator) event(kind EventKind, l *lease, reason Reason, err error) Event {
+	return Event{Kind: kind, Instance: c.id, Target: l.target, Token: l.token, Reason: reason, Err: err, Time: time.Now()}
+}
+
+// emit logs the events and hands them to OnEvent, in order.
+func (c *Coordinator) emit(events ...Event) {
+	if len(events) == 0 {
+		return
+	}
+	c.emitMu.Lock()
+	defer c.emitMu.Unlock()
+	c.deliver(events)
+}
+
+// deliver is emit with c.emitMu held.
+func (c *Coordinator) deliver(events []Event) {
+	ctx := context.Background()
+	for _, e := range events {
+		level := slog.LevelInfo
+		switch e.Kind {
+		case EventLost, EventUncertain:
+			level = slog.LevelWarn
+		case EventRenewed:
+			// Every lease renews every interval: thousands of lines.
+			level = slog.LevelDebug
+		}
+		if c.log.Enabled(ctx, level) {
+			attrs := []slog.Attr{slog.String("target", e.Target), slog.Uint64("token", e.Token)}
+			if e.Reason != "" {
+				attrs = append(attrs, slog.String("reason", string(e.Reason)))
+			}
+			if e.Err != nil {
+				attrs = append(attrs, slog.Any("error", e.Err))
+			}
+			c.log.LogAttrs(ctx, level, "Lease "+e.Kind.String(), attrs...)
+		}
+		if c.cfg.OnEvent != nil {
+			c.cfg.OnEvent(e)
+		}
+	}
 }

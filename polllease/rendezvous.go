@@ -1,6 +1,7 @@
 package polllease
 
 import (
+	"cmp"
 	"container/heap"
 	"math"
 	"slices"
@@ -77,7 +78,13 @@ func Capacity(targets, members int, loadFactor float64) int {
 // rank it first (about targets/members of them), and a member leaving moves
 // only its own targets, give or take the few that the load bound shifts.
 //
-// The cost is O(T·M·log M) for T targets and M members.
+// The load is bounded from below too: a member left with fewer than
+// Floor(len(targets), len(members), loadFactor) targets then takes, one at a
+// time, the target it scores highest for among those of members above that
+// floor. With the default 1.2, every member is within ±20 % of the mean once
+// there are at least 5 targets per member.
+//
+// The cost is O(T·M·log M + M·T·log T) for T targets and M members.
 func Assign(targets, members []string, loadFactor float64) map[string]string {
 	members = dedup(members)
 	targets = dedup(targets)
@@ -126,7 +133,60 @@ func Assign(targets, members []string, loadFactor float64) map[string]string {
 		c.next++
 		heap.Fix(&q, 0)
 	}
+	fill(out, targets, members, load, Floor(len(targets), len(members), loadFactor))
 	return out
+}
+
+// Floor returns the fewest targets Assign gives one member:
+// ⌈(2 − loadFactor) × targets / members⌉, but at most ⌊targets / members⌋,
+// so that every member can have it, and at least 0.
+func Floor(targets, members int, loadFactor float64) int {
+	if members <= 0 {
+		return 0
+	}
+	mean := float64(targets) / float64(members)
+	f := int(math.Ceil((2-max(loadFactor, 1))*mean - 1e-9))
+	return max(0, min(f, targets/members))
+}
+
+// fill raises every member of out below floor to floor, the least loaded
+// first (ties by name): each takes, one at a time, the target it scores
+// highest for among those held by members above floor. A donor never falls
+// below floor, so a target passed over once stays out of reach and each
+// member's ranking is walked once.
+func fill(out map[string]string, targets, members []string, load map[string]int, floor int) {
+	for {
+		var u string
+		for _, m := range members {
+			if load[m] < floor && (u == "" || load[m] < load[u]) {
+				u = m
+			}
+		}
+		if u == "" {
+			return
+		}
+		ranked := slices.Clone(targets)
+		scores := make(map[string]uint64, len(ranked))
+		for _, t := range ranked {
+			scores[t] = score(u, t)
+		}
+		slices.SortFunc(ranked, func(a, b string) int {
+			if scores[a] != scores[b] {
+				return cmp.Compare(scores[b], scores[a])
+			}
+			return cmp.Compare(a, b)
+		})
+		for _, t := range ranked {
+			if load[u] >= floor {
+				break
+			}
+			if owner := out[t]; owner != u && load[owner] > floor {
+				load[owner]--
+				load[u]++
+				out[t] = u
+			}
+		}
+	}
 }
 
 func dedup(s []string) []string {

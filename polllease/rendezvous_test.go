@@ -37,7 +37,7 @@ func moved(a, b map[string]string) int {
 
 func TestAssignBoundedLoad(t *testing.T) {
 	cases := []struct{ targets, members int }{
-		{1000, 10}, {100, 10}, {10, 10}, {7, 3}, {1, 5}, {5, 1}, {10000, 7}, {30, 20},
+		{1000, 10}, {100, 10}, {10, 10}, {7, 3}, {1, 5}, {5, 1}, {10000, 7}, {30, 20}, {200, 5}, {50, 5},
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%dx%d", c.members, c.targets), func(t *testing.T) {
@@ -45,9 +45,18 @@ func TestAssignBoundedLoad(t *testing.T) {
 			a := Assign(targets, members, DefaultLoadFactor)
 			require.Len(t, a, c.targets, "every target is assigned")
 			limit := Capacity(c.targets, c.members, DefaultLoadFactor)
-			for m, n := range loads(a) {
+			floor := Floor(c.targets, c.members, DefaultLoadFactor)
+			load := loads(a)
+			for m, n := range load {
 				assert.LessOrEqual(t, n, limit, "load of %s", m)
 				assert.Contains(t, members, m)
+			}
+			mean := float64(c.targets) / float64(c.members)
+			for _, m := range members {
+				assert.GreaterOrEqual(t, load[m], floor, "load of %s", m)
+				if c.targets >= 10*c.members {
+					assert.InDelta(t, mean, float64(load[m]), 0.2*mean, "load of %s within ±20 %% of the mean", m)
+				}
 			}
 		})
 	}
