@@ -20,7 +20,7 @@ import (
 )
 
 const (
-	envFreezeChild = "DISTLOCK_POLLLEASE_FREEZE_CHILD" // "addr group id ntargets"
+	envPollFreezeChild = "DISTLOCK_POLLLEASE_FREEZE_CHILD" // "addr group id ntargets"
 	freezePollGap  = 100 * time.Millisecond            // between a target's poll starts in the frozen instance
 	freezePollWork = 20 * time.Millisecond             // each of its polls
 )
@@ -127,7 +127,7 @@ func (c *freezeChild) since(t time.Time) []freezeLine {
 // before any poll of it. (A poll already running at the freeze finishes
 // after the resume; only the resource's fencing check can refuse it.)
 func TestPollLeaseRedisFreeze(t *testing.T) {
-	if spec := os.Getenv(envFreezeChild); spec != "" {
+	if spec := os.Getenv(envPollFreezeChild); spec != "" {
 		runFreezeChild(t, spec)
 		return
 	}
@@ -137,7 +137,7 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPollLeaseRedisFreeze$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s child %d", envFreezeChild, f.addr, f.group, n))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s child %d", envPollFreezeChild, f.addr, f.group, n))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
