@@ -30,12 +30,15 @@ func line(p *Provider, name string) string {
 func waiters(p *Provider, name string) int { return p.hand.Len(line(p, name)) }
 
 // waitInLine starts an Acquire of mutex name on p and waits until it stands
-// in the line.
+// in the line and listens for its wake-up: past its first look for a
+// holder, during which it is not claimable.
 func waitInLine(t *testing.T, ctx context.Context, p *Provider, name string) (<-chan core.Handle, <-chan error) {
 	t.Helper()
 	n := waiters(p, name)
 	got, errc := locktest.AcquireAsync(ctx, p.Mutex(name))
-	require.Eventually(t, func() bool { return waiters(p, name) == n+1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		return waiters(p, name) == n+1 && p.waker.Waiting() >= n+1
+	}, 5*time.Second, time.Millisecond)
 	return got, errc
 }
 

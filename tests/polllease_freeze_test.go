@@ -21,8 +21,8 @@ import (
 
 const (
 	envPollFreezeChild = "DISTLOCK_POLLLEASE_FREEZE_CHILD" // "addr group id ntargets"
-	freezePollGap  = 100 * time.Millisecond            // between a target's poll starts in the frozen instance
-	freezePollWork = 20 * time.Millisecond             // each of its polls
+	freezePollGap      = 100 * time.Millisecond            // between a target's poll starts in the frozen instance
+	freezePollWork     = 20 * time.Millisecond             // each of its polls
 )
 
 // freezeLine is a line the frozen instance prints: a poll start or end, or
