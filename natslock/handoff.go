@@ -41,7 +41,7 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit
 		return p.wait(ctx, name, watchKey, try)
 	}
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	h, err := p.handoff.Wait(ctx, watchKey, watchKey, func(ctx context.Context, w *kit.Waiter[*handle]) (core.Handle, error) {
 		return p.waitGated(ctx, name, watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
@@ -51,8 +51,7 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit
 			if l, ok := p.handoff.Holder(watchKey); ok && !l.lost() {
 				// Held here: a write could only fail. The release hands
 				// the key to us, or deletes it and wakes us.
-				return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name,
-					Err: kit.Busy("held by this process (token %d)", l.value.Token)}
+				return nil, 0, kit.Wrap(backend, "acquire", name, kit.Busy("held by this process (token %d)", l.value.Token))
 			}
 			return try(ctx)
 		})
@@ -60,7 +59,7 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit
 	if err != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {
-			err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
+			err = kit.Wrap(backend, "acquire", name, err)
 		}
 	}
 	return h, err

@@ -14,10 +14,6 @@ import (
 	"github.com/distlock/distlock/core/kit"
 )
 
-// cleanupTimeout bounds the detached clean-up of a write whose outcome a
-// cancelled context left unknown.
-const cleanupTimeout = 5 * time.Second
-
 // acquireKey makes one attempt at key: it writes a fresh value expecting the
 // hinted revision (0, or a delete marker's revision), and only when that
 // guess is wrong reads the key's latest entry and, if it is free, writes
@@ -28,7 +24,7 @@ const cleanupTimeout = 5 * time.Second
 // this Provider (handoff.go): a mutex's key, a semaphore's slot.
 func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string, waiting, handoff bool) (core.Handle, time.Duration, error) {
 	if p.isClosed.Load() {
-		return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: ErrClosed}
+		return nil, 0, kit.Wrap(backend, "acquire", name, ErrClosed)
 	}
 	start := time.Now()
 	hint := p.hints.get(key)
@@ -44,7 +40,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			// surely a contender that took the lock. Skip the read; the
 			// watcher wakes us at the next release, and if the guess was
 			// wrong the next fallback retry (without a hint) finds out.
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.Busy("taken by a concurrent acquire")}
+			return nil, 0, kit.Wrap(backend, "acquire", name, kit.Busy("taken by a concurrent acquire"))
 		}
 	}
 	if isWrongSeq(err) {
@@ -53,7 +49,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 		switch {
 		case err != nil:
 		case msg != nil && !isMarker(msg):
-			return nil, p.retryIn(msg), &core.Error{Backend: backend, Op: "acquire", Name: name, Err: busy(msg)}
+			return nil, p.retryIn(msg), kit.Wrap(backend, "acquire", name, busy(msg))
 		default:
 			var expect uint64
 			if msg != nil {
@@ -62,7 +58,7 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			}
 			rev, err = p.write(ctx, key, val, expect)
 			if isWrongSeq(err) {
-				return nil, time.Millisecond, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.Busy("taken by a concurrent acquire")}
+				return nil, time.Millisecond, kit.Wrap(backend, "acquire", name, kit.Busy("taken by a concurrent acquire"))
 			}
 		}
 	}
@@ -72,9 +68,9 @@ func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string,
 			p.cleanup(ctx, key, v.Owner)
 		}
 		if outer.Err() != nil {
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(outer)}
+			return nil, 0, kit.Wrap(backend, "acquire", name, kit.NotAcquired(outer))
 		}
-		return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
+		return nil, 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	v.Token = rev
 	e := &entry{owner: v.Owner, rev: rev, revAt: start}
@@ -118,7 +114,7 @@ func (p *Provider) retryIn(msg *jetstream.RawStreamMsg) time.Duration {
 
 // cleanup deletes key if its latest entry is the one written with owner.
 func (p *Provider) cleanup(ctx context.Context, key, owner string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	defer cancel()
 	msg, err := p.last(ctx, key)
 	if err != nil || msg == nil || isMarker(msg) {
@@ -263,7 +259,7 @@ func (l *lease) release(ctx context.Context) error {
 		if handed, err := l.p.handoff.Pass(ctx, l.watchKey, l.run, l.handOn); handed {
 			l.released()
 			if err != nil {
-				return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
+				return kit.Wrap(backend, "release", l.name, err)
 			}
 			return nil
 		}
@@ -285,7 +281,7 @@ func (l *lease) release(ctx context.Context) error {
 		}
 	}
 	if err != nil {
-		return &core.Error{Backend: backend, Op: "release", Name: l.name, Err: err}
+		return kit.Wrap(backend, "release", l.name, err)
 	}
 	l.p.hints.set(l.key, seq)
 	if !(l.handoff && !l.p.handoff.Within(l.run) && l.p.watchLive(l.watchKey)) {

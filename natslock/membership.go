@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -29,11 +28,10 @@ type member struct {
 // the server's timestamp of the registration with the local clock.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
 	if err := validMember(group, id); err != nil {
-		return &core.Error{Backend: backend, Op: "register", Name: group, Err: err}
+		return kit.Wrap(backend, "register", group, err)
 	}
 	if ttl <= 0 || ttl > p.cfg.memberMaxTTL {
-		return &core.Error{Backend: backend, Op: "register", Name: group,
-			Err: kit.Invalid("ttl %v not in (0, %v] (WithMemberMaxTTL)", ttl, p.cfg.memberMaxTTL)}
+		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v not in (0, %v] (WithMemberMaxTTL)", ttl, p.cfg.memberMaxTTL))
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
@@ -43,7 +41,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 		_, err = kv.Put(ctx, memberKey(group, id), val)
 	}
 	if err != nil {
-		return &core.Error{Backend: backend, Op: "register", Name: group, Err: err}
+		return kit.Wrap(backend, "register", group, err)
 	}
 	return nil
 }
@@ -52,7 +50,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 // absent id is not an error.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	if err := validMember(group, id); err != nil {
-		return &core.Error{Backend: backend, Op: "deregister", Name: group, Err: err}
+		return kit.Wrap(backend, "deregister", group, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
@@ -61,7 +59,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 		err = kv.Purge(ctx, memberKey(group, id))
 	}
 	if err != nil {
-		return &core.Error{Backend: backend, Op: "deregister", Name: group, Err: err}
+		return kit.Wrap(backend, "deregister", group, err)
 	}
 	return nil
 }
@@ -71,13 +69,13 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 // 2.9 has no batched get).
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
 	if err := kit.ValidateName(group); err != nil {
-		return nil, &core.Error{Backend: backend, Op: "members", Name: group, Err: err}
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
 	ids, err := p.listMembers(ctx, group)
 	if err != nil {
-		return nil, &core.Error{Backend: backend, Op: "members", Name: group, Err: err}
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	return ids, nil
 }

@@ -25,7 +25,7 @@ import (
 // The Locker implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return &mutex{p: p, name: name, key: mutexKey(name)}
 }
@@ -45,20 +45,20 @@ func (m *mutex) Name() string { return m.name }
 // the mutex is free. One round trip; it takes no lock.
 func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if m.p.isClosed.Load() {
-		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: ErrClosed}
+		return core.Holder{}, false, kit.Wrap(backend, "holder", m.name, ErrClosed)
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.p.cfg.timeout)
 	defer cancel()
 	msg, err := m.p.last(ctx, m.key)
 	if err != nil {
-		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
+		return core.Holder{}, false, kit.Wrap(backend, "holder", m.name, err)
 	}
 	if msg == nil || isMarker(msg) {
 		return core.Holder{}, false, nil
 	}
 	v, err := decodeValue(msg.Data)
 	if err != nil {
-		return core.Holder{}, false, &core.Error{Backend: backend, Op: "holder", Name: m.name, Err: err}
+		return core.Holder{}, false, kit.Wrap(backend, "holder", m.name, err)
 	}
 	if l, ok := m.p.handoff.Holder(m.key); ok && l.value.Owner == v.Owner {
 		// Ours: the local holder knows its token even before the write
@@ -72,7 +72,7 @@ func (m *mutex) Holder(ctx context.Context) (core.Holder, bool, error) {
 // core.ErrNotAcquired that names the holder.
 func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: m.name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", m.name, kit.NotAcquired(ctx))
 	}
 	h, _, err := m.attempt(false)(ctx)
 	return h, err
@@ -102,11 +102,11 @@ func (m *mutex) attempt(waiting bool) kit.Attempt {
 // through waitLocal instead.
 func (p *Provider) wait(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	leave, err := p.gates.Enter(ctx, watchKey)
 	if err != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	defer leave()
 	return p.waitGated(ctx, name, watchKey, try)
@@ -126,7 +126,7 @@ func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try kit
 	if err != nil && ctx.Err() != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {
-			err = &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err}
+			err = kit.Wrap(backend, "acquire", name, err)
 		}
 	}
 	return h, err

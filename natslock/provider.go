@@ -263,7 +263,7 @@ func (p *Provider) Identity() string { return p.cfg.identity }
 // One round trip.
 func (p *Provider) Holder(ctx context.Context, name string) (id string, token uint64, err error) {
 	if err := kit.ValidateName(name); err != nil {
-		return "", 0, &core.Error{Backend: backend, Op: "holder", Name: name, Err: err}
+		return "", 0, kit.Wrap(backend, "holder", name, err)
 	}
 	m := &mutex{p: p, name: name, key: mutexKey(name)}
 	h, held, err := m.Holder(ctx)

@@ -39,7 +39,7 @@ import (
 // lock's keys with one watcher.
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedRWLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	base := "rw." + kit.SafeName(name)
 	return &rwMutex{p: p, name: name, wKey: base + ".w", rPrefix: base + ".r", watchKey: base + ".>"}
@@ -62,7 +62,7 @@ func (rw *rwMutex) RLocker() core.Locker { return (*rLocker)(rw) }
 // a share; otherwise it fails with an error matching core.ErrNotAcquired.
 func (rw *rwMutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", rw.name, kit.NotAcquired(ctx))
 	}
 	var pending *handle
 	defer rw.drop(ctx, &pending)
@@ -84,7 +84,7 @@ func (rw *rwMutex) drop(ctx context.Context, pending **handle) {
 	if *pending == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	defer cancel()
 	_ = (*pending).Release(ctx)
 	*pending = nil
@@ -109,10 +109,10 @@ func (rw *rwMutex) writeAttempt(waiting bool, pending **handle) kit.Attempt {
 			if ctx.Err() != nil {
 				err = kit.NotAcquired(ctx)
 			}
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: err}
+			return nil, 0, kit.Wrap(backend, "acquire", rw.name, err)
 		}
 		if n > 0 {
-			return nil, 0, &core.Error{Backend: backend, Op: "acquire", Name: rw.name, Err: kit.Busy("%d readers hold the lock", n)}
+			return nil, 0, kit.Wrap(backend, "acquire", rw.name, kit.Busy("%d readers hold the lock", n))
 		}
 		h := *pending
 		*pending = nil
@@ -129,7 +129,7 @@ func (r *rLocker) Name() string { return r.name }
 // then it fails with an error matching core.ErrNotAcquired.
 func (r *rLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: r.name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", r.name, kit.NotAcquired(ctx))
 	}
 	h, _, err := r.attempt(false)(ctx)
 	return h, err
@@ -163,7 +163,7 @@ func (r *rLocker) attempt(waiting bool) kit.Attempt {
 		h.(*handle).lease.onRelease = func() { r.p.spare.put(r.rPrefix, key) }
 		msg, err := r.writer(ctx)
 		if err != nil || msg != nil {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 			_ = h.Release(rctx)
 			cancel()
 			return nil, r.retry(msg), r.busyOr(ctx, msg, err)
@@ -198,7 +198,7 @@ func (r *rLocker) busyOr(ctx context.Context, msg *jetstream.RawStreamMsg, err e
 	case err == nil:
 		err = busy(msg)
 	}
-	return &core.Error{Backend: backend, Op: "acquire", Name: r.name, Err: err}
+	return kit.Wrap(backend, "acquire", r.name, err)
 }
 
 // countLive counts the live (not deleted, not expired) keys matching

@@ -29,11 +29,10 @@ const maxSlots = 1024
 // of the name must pass the same max.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name, Err: err})
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	if max < 1 || max > maxSlots {
-		return kit.FailedLocker(name, &core.Error{Backend: backend, Op: "acquire", Name: name,
-			Err: kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)})
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
 	}
 	prefix := semaphoreKeys(name)
 	s := &semaphore{p: p, name: name, prefix: prefix, watchKey: prefix + ".*",
@@ -58,7 +57,7 @@ func (s *semaphore) Name() string { return s.name }
 // core.ErrNotAcquired.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: kit.NotAcquired(ctx)}
+		return nil, kit.Wrap(backend, "acquire", s.name, kit.NotAcquired(ctx))
 	}
 	h, _, err := s.try(ctx, false)
 	return h, err
@@ -85,5 +84,5 @@ func (s *semaphore) try(ctx context.Context, waiting bool) (core.Handle, time.Du
 			soonest = retryIn
 		}
 	}
-	return nil, soonest, &core.Error{Backend: backend, Op: "acquire", Name: s.name, Err: kit.Busy("all %d slots held", n)}
+	return nil, soonest, kit.Wrap(backend, "acquire", s.name, kit.Busy("all %d slots held", n))
 }

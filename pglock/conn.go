@@ -339,7 +339,7 @@ func (c *conn) fail(err error) {
 	p.signalLocked()
 	p.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
 	c.pc.Close(ctx)
 	cancel()
 	why := fmt.Errorf("%w: connection failed: %w", core.ErrLockLost, err)

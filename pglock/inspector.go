@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -27,10 +28,10 @@ var (
 // side never does.
 func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if l.mode == shared || l.p.sql.seq {
-		return core.Holder{}, false, l.p.errorf("holder", l.name, core.ErrUnsupported)
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.name, core.ErrUnsupported)
 	}
 	if err := l.p.ensureFence(ctx); err != nil {
-		return core.Holder{}, false, l.p.errorf("holder", l.name, err)
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.name, err)
 	}
 	c, o, sub := l.key.lockTag()
 	var h core.Holder
@@ -40,7 +41,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 		return core.Holder{}, false, nil
 	}
 	if err != nil {
-		return core.Holder{}, false, l.p.errorf("holder", l.name, err)
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.name, err)
 	}
 	h.Token = uint64(token)
 	return h, true, nil

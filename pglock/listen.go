@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
@@ -55,7 +56,7 @@ func (p *Provider) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
 		defer cancel()
 		_ = c.pc.Close(cctx)
 	}()

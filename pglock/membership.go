@@ -19,20 +19,20 @@ import (
 // that expired long ago, in the same statement.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
 	if err := validMember(group, id); err != nil {
-		return p.errorf("register", group, err)
+		return kit.Wrap(backend, "register", group, err)
 	}
 	if ttl < time.Millisecond {
-		return p.errorf("register", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
+		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
 	}
 	if err := p.ensureMembers(ctx); err != nil {
-		return p.errorf("register", group, err)
+		return kit.Wrap(backend, "register", group, err)
 	}
 	t := quoteIdent(p.opts.membersTable)
 	q := fmt.Sprintf(`WITH purge AS (DELETE FROM %[1]s WHERE grp = $1 AND id <> $2 AND expires_at < now() - interval '1 hour')
 INSERT INTO %[1]s (grp, id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
 ON CONFLICT (grp, id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, t)
 	if _, err := p.pool.Exec(ctx, q, group, id, ttl.Microseconds()); err != nil {
-		return p.errorf("register", group, err)
+		return kit.Wrap(backend, "register", group, err)
 	}
 	return nil
 }
@@ -42,13 +42,13 @@ ON CONFLICT (grp, id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, t)
 // (core.Heartbeater).
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
 	if err := validMember(group, id); err != nil {
-		return nil, p.errorf("heartbeat", group, err)
+		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	if ttl < time.Millisecond {
-		return nil, p.errorf("heartbeat", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
+		return nil, kit.Wrap(backend, "heartbeat", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
 	}
 	if err := p.ensureMembers(ctx); err != nil {
-		return nil, p.errorf("heartbeat", group, err)
+		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	// The statement's snapshot does not see its own upsert: list the
 	// others from the table and this id from the upsert.
@@ -60,11 +60,11 @@ SELECT id FROM (SELECT id FROM %[1]s WHERE grp = $1 AND id <> $2 AND expires_at 
 ORDER BY id COLLATE "C"`, quoteIdent(p.opts.membersTable))
 	rows, err := p.pool.Query(ctx, q, group, id, ttl.Microseconds())
 	if err != nil {
-		return nil, p.errorf("heartbeat", group, err)
+		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, p.errorf("heartbeat", group, err)
+		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	return ids, nil
 }
@@ -72,14 +72,14 @@ ORDER BY id COLLATE "C"`, quoteIdent(p.opts.membersTable))
 // Deregister removes id from group at once; an absent id is not an error.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	if err := validMember(group, id); err != nil {
-		return p.errorf("deregister", group, err)
+		return kit.Wrap(backend, "deregister", group, err)
 	}
 	if err := p.ensureMembers(ctx); err != nil {
-		return p.errorf("deregister", group, err)
+		return kit.Wrap(backend, "deregister", group, err)
 	}
 	q := fmt.Sprintf(`DELETE FROM %s WHERE grp = $1 AND id = $2`, quoteIdent(p.opts.membersTable))
 	if _, err := p.pool.Exec(ctx, q, group, id); err != nil {
-		return p.errorf("deregister", group, err)
+		return kit.Wrap(backend, "deregister", group, err)
 	}
 	return nil
 }
@@ -88,19 +88,19 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 // round trip that reads only the group's rows (an index range scan).
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
 	if err := kit.ValidateName(group); err != nil {
-		return nil, p.errorf("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	if err := p.ensureMembers(ctx); err != nil {
-		return nil, p.errorf("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	q := fmt.Sprintf(`SELECT id FROM %s WHERE grp = $1 AND expires_at > now() ORDER BY id COLLATE "C"`, quoteIdent(p.opts.membersTable))
 	rows, err := p.pool.Query(ctx, q, group)
 	if err != nil {
-		return nil, p.errorf("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, p.errorf("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	if ids == nil {
 		ids = []string{}

@@ -62,11 +62,11 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // already, with its error wrapped.
 func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, p.errorf("acquire", name, kit.NotAcquired(ctx))
+		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	h, err := try(ctx)
 	if err != nil {
-		return nil, p.errorf("acquire", name, err)
+		return nil, kit.Wrap(backend, "acquire", name, err)
 	}
 	return h, nil
 }
@@ -85,7 +85,7 @@ func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context
 // the lock over (see "Local handoff" in the package documentation).
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.errorf("acquire", l.name, kit.NotAcquired(ctx))
+		return nil, kit.Wrap(backend, "acquire", l.name, kit.NotAcquired(ctx))
 	}
 	wake, unsubscribe := l.p.notify.Subscribe(l.fence)
 	defer unsubscribe()
@@ -112,7 +112,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		h, err = kit.Wait(ctx, kit.DefaultBackoff, wake, attempt)
 	}
 	if err != nil {
-		return nil, l.p.errorf("acquire", l.name, err)
+		return nil, kit.Wrap(backend, "acquire", l.name, err)
 	}
 	return h, nil
 }
@@ -266,7 +266,7 @@ func (p *Provider) release(ctx context.Context, g *grant) error {
 	unbound()
 	if err != nil {
 		c.fail(fmt.Errorf("release: %w", err))
-		return p.errorf("release", g.name, err)
+		return kit.Wrap(backend, "release", g.name, err)
 	}
 	c.dropGrant(g)
 	return nil

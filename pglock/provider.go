@@ -166,7 +166,7 @@ func (p *Provider) Close() error {
 func (p *Provider) Mutex(name string) core.Locker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return kit.FailedLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return p.inspectable(p.newLocker(name, k, exclusive))
 }
@@ -200,7 +200,7 @@ func (p *Provider) inspectableRW(l *rwLocker) core.RWLocker {
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return kit.FailedRWLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return p.inspectableRW(p.newRWLocker(name, derive("rw", k, 0)))
 }
@@ -218,16 +218,12 @@ func (p *Provider) RWMutexKey(k Key) core.RWLocker {
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	k, err := KeyOf(name)
 	if err != nil {
-		return kit.FailedLocker(name, p.errorf("acquire", name, err))
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	if max < 1 || max > maxSlots {
-		return kit.FailedLocker(name, p.errorf("acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
 	}
 	return p.newSemaphore(name, k, max)
-}
-
-func (p *Provider) errorf(op, name string, err error) error {
-	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
 }
 
 // signalLocked wakes everyone waiting for a connection to free up.

@@ -53,7 +53,7 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 // the first semaphore wait). A missed signal costs at most 100 ms.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, s.p.errorf("acquire", s.name, kit.NotAcquired(ctx))
+		return nil, kit.Wrap(backend, "acquire", s.name, kit.NotAcquired(ctx))
 	}
 	s.p.listen()
 	wake, unsubscribe := s.p.notify.Subscribe(s.fence)
@@ -63,7 +63,7 @@ func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
 		return h, 0, err
 	})
 	if err != nil {
-		return nil, s.p.errorf("acquire", s.name, err)
+		return nil, kit.Wrap(backend, "acquire", s.name, err)
 	}
 	return h, nil
 }

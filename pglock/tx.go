@@ -37,33 +37,33 @@ func (p *Provider) AcquireTx(ctx context.Context, tx pgx.Tx, name string) (uint6
 func (p *Provider) acquireTx(ctx context.Context, tx pgx.Tx, name string, try bool) (uint64, error) {
 	k, err := KeyOf(name)
 	if err != nil {
-		return 0, p.errorf("acquire", name, err)
+		return 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	if tx == nil {
-		return 0, p.errorf("acquire", name, kit.Invalid("nil transaction"))
+		return 0, kit.Wrap(backend, "acquire", name, kit.Invalid("nil transaction"))
 	}
 	if ctx.Err() != nil {
-		return 0, p.errorf("acquire", name, kit.NotAcquired(ctx))
+		return 0, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	if err := p.ensureFence(ctx); err != nil {
-		return 0, p.errorf("acquire", name, err)
+		return 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	q, args := xactSQL(k, exclusive, try)
 	var ok bool
 	if err := tx.QueryRow(ctx, q, args...).Scan(&ok); err != nil {
 		if ctx.Err() != nil {
-			return 0, p.errorf("acquire", name, kit.NotAcquired(ctx))
+			return 0, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 		}
-		return 0, p.errorf("acquire", name, err)
+		return 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	if !ok {
-		return 0, p.errorf("acquire", name, kit.Busy("held by another session"))
+		return 0, kit.Wrap(backend, "acquire", name, kit.Busy("held by another session"))
 	}
 	octx, cancel := p.opCtx(ctx)
 	defer cancel()
 	var token int64
 	if err := p.pool.QueryRow(octx, p.sql.bump(), "k:"+k.String(), p.opts.identity).Scan(&token); err != nil {
-		return 0, p.errorf("acquire", name, err)
+		return 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	return uint64(token), nil
 }

@@ -75,7 +75,7 @@ func (ls *lease) release(ctx context.Context) error {
 	p.hand.DropHolder(ls.line, ls)
 	p.wakeFirst(ls.line)
 	if err != nil {
-		return p.wrap("release", ls.grant.Lock.Name, err)
+		return kit.Wrap(backend, "release", ls.grant.Lock.Name, err)
 	}
 	return nil // released, or already gone: either way not held
 }

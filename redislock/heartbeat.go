@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 var _ core.Heartbeater = (*Provider)(nil)
@@ -18,7 +19,7 @@ var _ core.Heartbeater = (*Provider)(nil)
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
 	ids, err := p.client.Heartbeat(ctx, group, id, ttl)
 	if err != nil {
-		return nil, p.wrap("heartbeat", group, err)
+		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	return ids, nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 )
@@ -44,7 +45,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 			return core.Holder{}, false, nil
 		}
 		if err != nil {
-			return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, err)
+			return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, err)
 		}
 		owner, token, _ = strings.Cut(strings.TrimSuffix(v, "+"), ":")
 		token, _, _ = strings.Cut(token, "/")
@@ -56,7 +57,7 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	case redisop.KindWrite:
 		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.FenceKey(l.lock)).Result()
 		if err != nil {
-			return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, err)
+			return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, err)
 		}
 		w, _ := vs[0].(string)
 		if w == "" {
@@ -67,11 +68,11 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 		owner = w
 		token, _ = vs[1].(string)
 	default:
-		return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, core.ErrUnsupported)
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, core.ErrUnsupported)
 	}
 	tok, err := strconv.ParseUint(token, 10, 64)
 	if err != nil {
-		return core.Holder{}, false, l.p.wrap("holder", l.lock.Name, errors.New("unreadable grant: "+strconv.Quote(token)))
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, errors.New("unreadable grant: "+strconv.Quote(token)))
 	}
 	return core.Holder{ID: ownerIdentity(owner), Token: tok}, true, nil
 }

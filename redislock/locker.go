@@ -25,7 +25,7 @@ func (l *rwLocker) RLocker() core.Locker { return l.read }
 
 func (p *Provider) locker(lock redisop.Lock) core.Locker {
 	if err := lock.Validate(); err != nil {
-		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
+		return kit.FailedLocker(lock.Name, kit.Wrap(backend, "acquire", lock.Name, err))
 	}
 	l := &locker{p: p, lock: p.client.Prepare(lock)}
 	if lock.Kind == redisop.KindMutex {
@@ -80,7 +80,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	})
 	if err != nil {
 		l.gaveUp(ctx, owner, err)
-		return nil, l.p.wrap("acquire", l.lock.Name, err)
+		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	return h, nil
 }
@@ -96,9 +96,9 @@ func settled(ctx context.Context, err error) bool {
 func (l *locker) check(ctx context.Context) error {
 	switch {
 	case ctx.Err() != nil:
-		return l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
+		return kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	case l.p.closed.Load():
-		return l.p.wrap("acquire", l.lock.Name, errClosed)
+		return kit.Wrap(backend, "acquire", l.lock.Name, errClosed)
 	}
 	return nil
 }
@@ -112,13 +112,10 @@ func (l *locker) gaveUp(ctx context.Context, owner string, err error) {
 	if !errors.Is(err, core.ErrNotAcquired) || (l.lock.Kind != redisop.KindWrite && l.lock.Kind != redisop.KindMutex) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	defer cancel()
 	_ = l.p.client.Withdraw(ctx, redisop.Grant{Lock: l.lock, Owner: owner})
 }
-
-// cleanupTimeout bounds the best-effort calls made after an acquire failed.
-const cleanupTimeout = time.Second
 
 // try is one attempt. wait > 0 marks the caller as waiting (see
 // redisop.Client.Acquire).
@@ -130,15 +127,15 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 		if ctx.Err() != nil {
 			// The call was cut short by ctx: the script may have run. Give
 			// back whatever it may have granted before reporting.
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 			_, _ = l.p.client.Release(cctx, g)
 			cancel()
-			return nil, 0, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
+			return nil, 0, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 		}
-		return nil, 0, l.p.wrap("acquire", l.lock.Name, err)
+		return nil, 0, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	if !res.Acquired {
-		return nil, res.RetryIn, l.p.wrap("acquire", l.lock.Name,
+		return nil, res.RetryIn, kit.Wrap(backend, "acquire", l.lock.Name,
 			kit.Busy("held by another owner (%s free within %v)", l.lock.Kind, res.RetryIn))
 	}
 	return l.p.newHandle(g, res.Token, start), 0, nil

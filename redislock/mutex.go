@@ -165,7 +165,7 @@ func (m *mutexWait) leave(ctx context.Context, h core.Handle, err error) (core.H
 		if m.away {
 			m.l.gaveUp(ctx, m.owner, err)
 		}
-		return nil, p.wrap("acquire", m.l.lock.Name, err)
+		return nil, kit.Wrap(backend, "acquire", m.l.lock.Name, err)
 	}
 	return h, nil
 }
@@ -181,9 +181,9 @@ func queuedBackoff(b kit.Backoff) kit.Backoff {
 }
 
 // releaseUnwanted gives up a grant handed to a waiter that does not want
-// it, within cleanupTimeout: its release hands it to the next in line.
+// it, within kit.CleanupTimeout: its release hands it to the next in line.
 func releaseUnwanted(ctx context.Context, g core.Handle) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	_ = g.Release(rctx)
 	cancel()
 }

@@ -109,7 +109,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	w := redisop.Lock{Kind: redisop.KindWrite, Name: name}
 	if err := w.Validate(); err != nil {
-		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
+		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return &rwLocker{
 		locker: &locker{p: p, lock: p.client.Prepare(w)},
@@ -128,31 +128,21 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 // Register adds id to group, or refreshes it, for ttl; the server's clock
 // decides expiry. One round trip.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	return p.wrap("register", group, p.client.Register(ctx, group, id, ttl))
+	return kit.Wrap(backend, "register", group, p.client.Register(ctx, group, id, ttl))
 }
 
 // Deregister removes id from group. One round trip.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
-	return p.wrap("deregister", group, p.client.Deregister(ctx, group, id))
+	return kit.Wrap(backend, "deregister", group, p.client.Deregister(ctx, group, id))
 }
 
 // Members lists the live ids of group, sorted. One round trip.
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
 	ids, err := p.client.Members(ctx, group)
 	if err != nil {
-		return nil, p.wrap("members", group, err)
+		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	return ids, nil
-}
-
-func (p *Provider) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(*core.Error); ok {
-		return err
-	}
-	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
 }
 
 // renew is the Keeper's Renew: one pipeline for the whole batch.
@@ -185,7 +175,7 @@ func (p *Provider) newHandle(g redisop.Grant, token uint64, start time.Time) *ha
 	h := &handle{p: p, grant: g}
 	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {
 		if _, err := p.client.Release(ctx, g); err != nil {
-			return p.wrap("release", g.Lock.Name, err)
+			return kit.Wrap(backend, "release", g.Lock.Name, err)
 		}
 		return nil // released, or already gone: either way not held
 	})

@@ -28,7 +28,7 @@ func (l *rwLocker) RLocker() core.Locker { return l.read }
 
 func (p *Provider) locker(lock redisop.Lock) core.Locker {
 	if err := lock.Validate(); err != nil {
-		return kit.FailedLocker(lock.Name, p.wrap("acquire", lock.Name, err))
+		return kit.FailedLocker(lock.Name, kit.Wrap(backend, "acquire", lock.Name, err))
 	}
 	return &locker{p: p, lock: p.prepare(lock)}
 }
@@ -41,7 +41,7 @@ func (l *locker) Name() string { return l.lock.Name }
 // server) when a majority cannot be reached.
 func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
+		return nil, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
 	h, _, err := l.try(ctx, redisop.NewOwner(), 0)
 	return h, err
@@ -53,7 +53,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // a majority cannot be reached it fails at once with the servers' errors.
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
-		return nil, l.p.wrap("acquire", l.lock.Name, kit.NotAcquired(ctx))
+		return nil, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
 	// Only the first local waiter for a lock contends on the servers: a
 	// crowd of contenders would split the votes so that nobody wins a
@@ -61,7 +61,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	key := l.p.servers[0].client.WakeKey(l.lock)
 	leave, err := l.p.gates.Enter(ctx, key)
 	if err != nil {
-		return nil, l.p.wrap("acquire", l.lock.Name, err)
+		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	defer leave()
 	owner := redisop.NewOwner()
@@ -80,7 +80,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	})
 	if err != nil {
 		l.gaveUp(owner, err)
-		return nil, l.p.wrap("acquire", l.lock.Name, err)
+		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	return h, nil
 }
@@ -120,7 +120,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	cancel()
 	p.abandon(g, t, replies)
 	retryIn, err := p.failure(ctx, t)
-	return nil, retryIn, p.wrap("acquire", l.lock.Name, err)
+	return nil, retryIn, kit.Wrap(backend, "acquire", l.lock.Name, err)
 }
 
 // tally is the servers' answers to one acquire attempt, as far as they
@@ -196,7 +196,7 @@ func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally
 		for range late {
 			r := <-replies
 			if st.arrived(r.i) && (r.err != nil || r.v.Acquired) {
-				rctx, rcancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+				rctx, rcancel := context.WithTimeout(p.bgCtx, kit.CleanupTimeout)
 				_, _ = p.servers[r.i].client.Release(rctx, g)
 				rcancel()
 			}
@@ -241,10 +241,10 @@ func (p *Provider) failure(ctx context.Context, t *tally) (time.Duration, error)
 }
 
 // giveBack releases g on every server and waits for all of them (up to
-// cleanupTimeout): the next try of the same Acquire reuses the owner value,
+// kit.CleanupTimeout): the next try of the same Acquire reuses the owner value,
 // so no release of this one may still be on its way.
 func (p *Provider) giveBack(g redisop.Grant) {
-	ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+	ctx, cancel := context.WithTimeout(p.bgCtx, kit.CleanupTimeout)
 	defer cancel()
 	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
 		return s.client.Release(ctx, g)

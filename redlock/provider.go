@@ -16,10 +16,6 @@ import (
 
 const backend = "redlock"
 
-// cleanupTimeout bounds the best-effort calls made after an acquire failed
-// and the stragglers of a release.
-const cleanupTimeout = 2 * time.Second
-
 // Provider makes RedLock mutexes and reader-writer locks over N independent
 // Redis servers. It implements core.Provider and is safe for concurrent
 // use. Close it when done.
@@ -120,7 +116,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 // reaches.
 func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
-		return kit.FailedRWLocker(name, p.wrap("acquire", name, err))
+		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	return &rwLocker{
 		locker: &locker{p: p, lock: p.prepare(redisop.Lock{Kind: redisop.KindWrite, Name: name})},
@@ -134,21 +130,10 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 // majority vote cannot keep a semaphore's bound.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if len(p.servers) > 1 {
-		return kit.FailedLocker(name, p.wrap("acquire", name,
+		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name,
 			fmt.Errorf("%w: a semaphore over %d servers: a majority vote does not preserve the bound", core.ErrUnsupported, len(p.servers))))
 	}
 	return p.locker(redisop.Lock{Kind: redisop.KindSemaphore, Name: name, Max: max})
-}
-
-func (p *Provider) wrap(op, name string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var ce *core.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	return &core.Error{Backend: backend, Op: op, Name: name, Err: err}
 }
 
 // prepare computes lock's keys once: every server's Client has the same
@@ -162,7 +147,7 @@ func (p *Provider) background(f func(ctx context.Context)) {
 	p.bg.Add(1)
 	go func() {
 		defer p.bg.Done()
-		ctx, cancel := context.WithTimeout(p.bgCtx, cleanupTimeout)
+		ctx, cancel := context.WithTimeout(p.bgCtx, kit.CleanupTimeout)
 		defer cancel()
 		f(ctx)
 	}()
@@ -253,7 +238,7 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool) error {
 	// One deadline for every server's call; the stragglers keep it after
 	// this returns, and the last of them to finish cancels it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	var left atomic.Int32
 	left.Store(int32(len(p.servers)))
 	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
@@ -287,7 +272,7 @@ func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool
 		// released again as they land.
 		return nil
 	}
-	return p.wrap("release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
+	return kit.Wrap(backend, "release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
 		confirmed, len(p.servers), p.quorum, errors.Join(errs...)))
 }
 

@@ -40,10 +40,6 @@ const (
 	DefaultHandoffSpan = 20 * time.Millisecond
 )
 
-// handoffCleanup bounds the release of a grant that a waiter received as it
-// gave up.
-const handoffCleanup = 5 * time.Second
-
 // HandoffLimits bounds a run of local handoffs: at most Max in a row after
 // a grant by the backend (0 turns handoffs off), and none once the run has
 // lasted Span.
@@ -194,7 +190,7 @@ func (hs *Handoffs[L, H]) Wait(ctx context.Context, key, tag string, wait func(c
 	if h == nil && ctx.Err() == nil {
 		return g, nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handoffCleanup)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CleanupTimeout)
 	_ = g.Release(rctx)
 	cancel()
 	if h == nil && err == nil {
