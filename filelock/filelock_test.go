@@ -1,15 +1,12 @@
 package filelock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 // eventually bounds the waits of these tests: long enough never to fire on
@@ -336,9 +334,8 @@ func TestLost(t *testing.T) {
 		for dname, opts := range detectors {
 			for _, k := range kinds {
 				t.Run(bname+"/"+dname+"/"+k.name, func(t *testing.T) {
-					var logged lockedBuffer
-					log := slog.New(slog.NewTextHandler(&logged, nil))
-					p := newProvider(t, t.TempDir(), append(opts, WithLogger(log))...)
+					var logged locktest.LogBuffer
+					p := newProvider(t, t.TempDir(), append(opts, WithLogger(logged.Logger()))...)
 					h, err := k.make(p, "victim").TryAcquire(context.Background())
 					require.NoError(t, err)
 					breakIt(t, lockPath(h))
@@ -659,22 +656,4 @@ func TestDirectoryRemoved(t *testing.T) {
 	waitForSubscriber(t, waiter)
 	require.NoError(t, held.Release(ctx))
 	require.NoError(t, <-got)
-}
-
-// lockedBuffer is a bytes.Buffer that a logger and a test can share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

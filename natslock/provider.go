@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ type config struct {
 	backoff       kit.Backoff
 	timeout       time.Duration
 	handoff       kit.HandoffLimits
+	log           *slog.Logger
 }
 
 // WithBucket names the KV bucket that holds the locks. Default "distlock".
@@ -72,6 +74,11 @@ func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.mem
 // normally wake on the key's delete; the backoff bounds what a missed signal
 // or a silent expiry can cost. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
+
+// WithLogger sets where the Provider reports trouble it recovers from on its
+// own: a KV watcher that could not start, while its waiters fall back to
+// polling. Default (and nil): discard.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithTimeout bounds each operation's requests (an acquire attempt, a
 // release, a read), so a server that stops answering gives an error instead
@@ -150,6 +157,9 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	}
 	if cfg.membersBucket == "" {
 		cfg.membersBucket = cfg.bucket + "_members"
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case js == nil:

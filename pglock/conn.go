@@ -343,6 +343,9 @@ func (c *conn) fail(err error) {
 	c.pc.Close(ctx)
 	cancel()
 	why := fmt.Errorf("%w: connection failed: %w", core.ErrLockLost, err)
+	if len(lost) > 0 {
+		p.opts.log.Warn("pglock: connection failed; its locks are lost", "locks", len(lost), "err", err)
+	}
 	for _, g := range lost {
 		g.h.Lose(why)
 		p.notify.Notify(g.wake)

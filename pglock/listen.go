@@ -33,6 +33,8 @@ func (p *Provider) listenLoop(ctx context.Context) {
 	for n := 0; ctx.Err() == nil; n++ {
 		if err := p.listenOnce(ctx); err == nil {
 			n = 0
+		} else if ctx.Err() == nil {
+			p.opts.log.Warn("pglock: release listener failed; waiters poll until it is back", "err", err)
 		}
 		p.notify.NotifyAll()
 		t := time.NewTimer(semBackoff.Delay(n))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +15,8 @@ import (
 // connection is lost within two keepalive periods, and another Provider can
 // take the names at once; the Provider itself keeps working.
 func TestTerminateBackendLosesHandles(t *testing.T) {
-	p1, p2 := newProvider(t), newProvider(t)
+	var logged locktest.LogBuffer
+	p1, p2 := newProvider(t, WithLogger(logged.Logger())), newProvider(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names := []string{uniqueName(t, "a"), uniqueName(t, "b")}
@@ -33,6 +35,7 @@ func TestTerminateBackendLosesHandles(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
 	}
 	t.Logf("lost after %v", time.Since(start))
+	assert.Contains(t, logged.String(), `msg="pglock: connection failed; its locks are lost" locks=2`)
 	for _, n := range names {
 		h, err := p2.Mutex(n).TryAcquire(ctx)
 		require.NoError(t, err, "re-acquire %s at once", n)

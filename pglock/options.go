@@ -1,6 +1,7 @@
 package pglock
 
 import (
+	"log/slog"
 	"regexp"
 	"strings"
 	"time"
@@ -40,10 +41,11 @@ type options struct {
 	timeout      time.Duration
 	identity     string
 	handoff      kit.HandoffLimits
+	log          *slog.Logger
 }
 
 // Option configures a Provider.
-type Option func(*options) error
+type Option func(*options)
 
 // WithFenceTable draws fencing tokens from a table of counters, one row per
 // lock, named name (DefaultFenceTable is the usual choice), instead of the
@@ -63,14 +65,7 @@ type Option func(*options) error
 //
 //	CREATE TABLE distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
 func WithFenceTable(name string) Option {
-	return func(o *options) error {
-		if err := validIdent(name); err != nil {
-			return err
-		}
-		o.fenceTable = name
-		o.fenceSeq = false
-		return nil
-	}
+	return func(o *options) { o.fenceTable, o.fenceSeq = name, false }
 }
 
 // WithFenceSequence names the sequence fencing tokens are drawn from (the
@@ -89,14 +84,7 @@ func WithFenceTable(name string) Option {
 // core.Inspector: no row records the holder (see WithFenceTable). Every
 // Provider sharing locks must use the same fence source.
 func WithFenceSequence(name string) Option {
-	return func(o *options) error {
-		if err := validIdent(name); err != nil {
-			return err
-		}
-		o.fenceTable = name
-		o.fenceSeq = true
-		return nil
-	}
+	return func(o *options) { o.fenceTable, o.fenceSeq = name, true }
 }
 
 // WithMembersTable names the table that Membership uses (default
@@ -104,13 +92,7 @@ func WithFenceSequence(name string) Option {
 //
 //	CREATE TABLE distlock_members (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))
 func WithMembersTable(name string) Option {
-	return func(o *options) error {
-		if err := validIdent(name); err != nil {
-			return err
-		}
-		o.membersTable = name
-		return nil
-	}
+	return func(o *options) { o.membersTable = name }
 }
 
 // WithKeepalive sets how often each connection that holds locks is pinged
@@ -118,13 +100,7 @@ func WithMembersTable(name string) Option {
 // connection, cancels the context of every handle held on it with
 // core.ErrLockLost.
 func WithKeepalive(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return kit.Invalid("pglock: keepalive %v must be positive", d)
-		}
-		o.keepalive = d
-		return nil
-	}
+	return func(o *options) { o.keepalive = d }
 }
 
 // WithMaxConns bounds the connections the Provider opens for holding and
@@ -132,25 +108,13 @@ func WithKeepalive(d time.Duration) Option {
 // connections, so this bounds the number of concurrent blocking waits, not
 // the number of locks.
 func WithMaxConns(n int) Option {
-	return func(o *options) error {
-		if n < 2 {
-			return kit.Invalid("pglock: max conns %d must be at least 2", n)
-		}
-		o.maxConns = n
-		return nil
-	}
+	return func(o *options) { o.maxConns = n }
 }
 
 // WithTimeout bounds each statement run on a shared connection (default
 // DefaultTimeout).
 func WithTimeout(d time.Duration) Option {
-	return func(o *options) error {
-		if d <= 0 {
-			return kit.Invalid("pglock: timeout %v must be positive", d)
-		}
-		o.timeout = d
-		return nil
-	}
+	return func(o *options) { o.timeout = d }
 }
 
 // WithLocalHandoff bounds runs of local handoffs: at most max in a row,
@@ -167,14 +131,7 @@ func WithTimeout(d time.Duration) Option {
 // is an error matching core.ErrInvalidArgument. See the package
 // documentation, "Local handoff".
 func WithLocalHandoff(max int, span time.Duration) Option {
-	return func(o *options) error {
-		l := kit.HandoffLimits{Max: max, Span: span}
-		if err := l.Validate("pglock"); err != nil {
-			return err
-		}
-		o.handoff = l
-		return nil
-	}
+	return func(o *options) { o.handoff = kit.HandoffLimits{Max: max, Span: span} }
 }
 
 // MaxIdentity is the longest identity, in bytes, that WithIdentity accepts.
@@ -184,13 +141,33 @@ const MaxIdentity = 1024
 // Holder reports (core.Inspector). It must be non-empty valid UTF-8 of at
 // most MaxIdentity bytes. Default kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
-	return func(o *options) error {
-		if err := kit.ValidateName(id); err != nil || len(id) > MaxIdentity {
-			return kit.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
+	return func(o *options) { o.identity = id }
+}
+
+// WithLogger sets where the Provider reports what happens without a call of
+// the caller's: a connection that failed and took its locks with it, a
+// listener for releases that had to reconnect. Default (and nil): discard.
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// validate returns the first broken invariant of o, matching
+// core.ErrInvalidArgument.
+func (o options) validate() error {
+	for _, name := range []string{o.fenceTable, o.membersTable} {
+		if err := validIdent(name); err != nil {
+			return err
 		}
-		o.identity = id
-		return nil
 	}
+	switch {
+	case o.keepalive <= 0:
+		return kit.Invalid("pglock: keepalive %v must be positive", o.keepalive)
+	case o.maxConns < 2:
+		return kit.Invalid("pglock: max conns %d must be at least 2", o.maxConns)
+	case o.timeout <= 0:
+		return kit.Invalid("pglock: timeout %v must be positive", o.timeout)
+	case kit.ValidateName(o.identity) != nil || len(o.identity) > MaxIdentity:
+		return kit.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
+	}
+	return o.handoff.Validate("pglock")
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -77,14 +78,19 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		timeout:      DefaultTimeout,
 		identity:     kit.DefaultIdentity(),
 		handoff:      kit.DefaultHandoffLimits(),
+		log:          slog.New(slog.DiscardHandler),
 	}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, kit.Invalid("pglock: nil option")
 		}
-		if err := opt(&o); err != nil {
-			return nil, err
-		}
+		opt(&o)
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
 		pool:     pool,
