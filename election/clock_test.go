@@ -3,7 +3,6 @@ package election_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,92 +12,14 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/locktest"
 	"github.com/distlock/distlock/election"
 )
-
-// fakeClock is an election.Clock that moves only when the test says so.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-	added   chan struct{}
-}
-
-type fakeWaiter struct {
-	at time.Time
-	d  time.Duration
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), added: make(chan struct{}, 1)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), d: d, ch: ch})
-	select {
-	case c.added <- struct{}{}:
-	default:
-	}
-	return ch
-}
-
-// waiting waits until someone waits on the clock and returns the durations
-// asked for, oldest first.
-func (c *fakeClock) waiting(t *testing.T) []time.Duration {
-	t.Helper()
-	timeout := time.After(wait)
-	for {
-		c.mu.Lock()
-		var ds []time.Duration
-		for _, w := range c.waiters {
-			ds = append(ds, w.d)
-		}
-		c.mu.Unlock()
-		if len(ds) > 0 {
-			return ds
-		}
-		select {
-		case <-c.added:
-		case <-timeout:
-			t.Fatal("nobody waits on the clock")
-		}
-	}
-}
-
-// advance moves the clock by d and fires the waits that fall due.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- c.now
-	}
-	c.waiters = kept
-}
 
 func TestRetryBackoffFollowsClock(t *testing.T) {
 	m := newMemLocker(uniqueName(t))
 	m.setFail(errors.New("store down"))
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	b := kit.Backoff{Min: 100 * time.Millisecond, Max: 400 * time.Millisecond}
 	// plainLocker: no Inspector, so no observer waits on the clock too.
 	c := start(t, plainLocker{m.as("a")}, election.Config{RetryBackoff: b, Clock: clock})
@@ -106,35 +27,35 @@ func TestRetryBackoffFollowsClock(t *testing.T) {
 		max *= time.Millisecond
 		f := c.next(election.CampaignFailed)
 		assert.Equal(t, clock.Now(), f.Time, "events carry the clock's time")
-		ds := clock.waiting(t)
+		ds := clock.Waiting(t)
 		require.Len(t, ds, 1)
 		assert.GreaterOrEqual(t, ds[0], max/2, "failure %d", n)
 		assert.LessOrEqual(t, ds[0], max, "failure %d", n)
 		if n == 3 {
 			m.setFail(nil)
 		}
-		clock.advance(ds[0])
+		clock.Advance(ds[0])
 	}
 	c.next(election.Promoted)
 }
 
 func TestResignDelayFollowsClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	c := start(t, plainLocker{newMemLocker(uniqueName(t)).as("a")}, election.Config{
 		ResignDelay: time.Minute,
 		Clock:       clock,
 	})
 	p := c.next(election.Promoted)
 	require.NoError(t, c.e.Resign(context.Background()))
-	assert.Equal(t, []time.Duration{time.Minute}, clock.waiting(t))
+	assert.Equal(t, []time.Duration{time.Minute}, clock.Waiting(t))
 	assert.False(t, c.e.IsLeader(), "a resigned candidate sits out ResignDelay")
-	clock.advance(time.Minute)
+	clock.Advance(time.Minute)
 	p2 := c.next(election.Promoted)
 	assert.Greater(t, p2.Term, p.Term)
 }
 
 func TestPriorityDelayFollowsClock(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	m := newMemLocker(uniqueName(t))
 	c := start(t, plainLocker{m.as("low")}, election.Config{
 		Priority:      2,
@@ -142,18 +63,10 @@ func TestPriorityDelayFollowsClock(t *testing.T) {
 		Clock:         clock,
 	})
 	// The lock is free, yet the candidate first lets it sit for its delay.
-	assert.Equal(t, []time.Duration{2 * time.Second}, clock.waiting(t))
+	assert.Equal(t, []time.Duration{2 * time.Second}, clock.Waiting(t))
 	assert.False(t, c.e.IsLeader())
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	c.next(election.Promoted)
-}
-
-// jump moves the clock by d without firing any wait: the timers of a
-// process that was frozen have not run yet when it resumes.
-func (c *fakeClock) jump(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
 }
 
 // leasedLocker grants handles whose lease a kit.Keeper keeps on the test's
@@ -161,12 +74,12 @@ func (c *fakeClock) jump(d time.Duration) {
 // window. It grants the lock once: a deposed leader does not win again.
 type leasedLocker struct {
 	name    string
-	clock   *fakeClock
+	clock   *locktest.FakeClock
 	keeper  *kit.Keeper
 	granted atomic.Bool
 }
 
-func newLeasedLocker(t *testing.T, clock *fakeClock, ttl time.Duration) *leasedLocker {
+func newLeasedLocker(t *testing.T, clock *locktest.FakeClock, ttl time.Duration) *leasedLocker {
 	k, err := kit.NewKeeper(kit.KeeperConfig{
 		TTL:   ttl,
 		Clock: clock,
@@ -216,7 +129,7 @@ func TestTermEndsWhenTrustWindowCloses(t *testing.T) {
 	}
 	for name, leading := range looks {
 		t.Run(name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := locktest.NewFakeClock()
 			terms := make(chan context.Context, 1)
 			c := start(t, newLeasedLocker(t, clock, ttl), election.Config{
 				Clock: clock,
@@ -227,9 +140,9 @@ func TestTermEndsWhenTrustWindowCloses(t *testing.T) {
 			})
 			p := c.next(election.Promoted)
 			ctx := <-terms
-			clock.jump(ttl - time.Millisecond)
+			clock.Jump(ttl - time.Millisecond)
 			require.True(t, leading(c.e, ctx), "the term ended inside its trust window")
-			clock.jump(time.Millisecond)
+			clock.Jump(time.Millisecond)
 			assert.False(t, leading(c.e, ctx), "%s reports the term live after its trust window closed", name)
 			assert.False(t, c.e.IsLeader())
 			assert.Zero(t, c.e.Term())

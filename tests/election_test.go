@@ -388,14 +388,9 @@ func runElectionChild(t *testing.T, b electionBackend, spec string) {
 
 func startElectionChild(t *testing.T, i int, name string, promoted chan<- [2]uint64) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^"+strings.ReplaceAll(t.Name(), "/", "$/^")+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(),
+	cmd, out := startSelf(t, "^"+strings.ReplaceAll(t.Name(), "/", "$/^")+"$",
 		envElectionChild+"="+name+" child"+strconv.Itoa(i),
 		envElectionFileDir+"="+electionFileDir(t))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

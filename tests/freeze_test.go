@@ -49,12 +49,7 @@ type child struct {
 func startFreezeChild(t *testing.T, name string) *child {
 	t.Helper()
 	top, _, _ := strings.Cut(t.Name(), "/")
-	cmd := exec.Command(os.Args[0], "-test.run=^"+top+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), envFreezeChild+"="+name)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	cmd, out := startSelf(t, "^"+top+"$", envFreezeChild+"="+name)
 	c := &child{cmd: cmd, lines: make(chan string, 1024)}
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,12 +135,7 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 	for i := range 3 {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPollLeaseRedisFreeze$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s child %d", envPollFreezeChild, f.addr, f.group, n))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	cmd, out := startSelf(t, "^TestPollLeaseRedisFreeze$", fmt.Sprintf("%s=%s %s child %d", envPollFreezeChild, f.addr, f.group, n))
 	child := &freezeChild{held: map[string]uint64{}}
 	var wg sync.WaitGroup
 	wg.Add(1)

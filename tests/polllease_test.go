@@ -362,12 +362,7 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 	for i := range 3 {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPollLeaseRedisCrash$", "-test.count=1")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	cmd, out := startSelf(t, "^TestPollLeaseRedisCrash$", fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
 	var childOwns atomic.Int64
 	var wg sync.WaitGroup
 	wg.Add(1)

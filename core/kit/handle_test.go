@@ -9,6 +9,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 func TestHandleRelease(t *testing.T) {
@@ -102,7 +103,7 @@ func TestHandleTrustWindowByClock(t *testing.T) {
 		}},
 	} {
 		t.Run(probe.name, func(t *testing.T) {
-			clock := newFakeClock()
+			clock := locktest.NewFakeClock()
 			k := newKeeper(t, kit.KeeperConfig{
 				TTL:    time.Second,
 				Margin: 100 * time.Millisecond,
@@ -114,11 +115,11 @@ func TestHandleTrustWindowByClock(t *testing.T) {
 			child, cancel := context.WithCancel(h.Context())
 			defer cancel()
 
-			clock.jump(899 * time.Millisecond)
+			clock.Jump(899 * time.Millisecond)
 			if probe.done(h.Context()) || !core.HeldAt(h, clock.Now()) {
 				t.Fatalf("lost inside the trust window: %v", context.Cause(h.Context()))
 			}
-			clock.jump(time.Millisecond) // the window ends at start + TTL − margin
+			clock.Jump(time.Millisecond) // the window ends at start + TTL − margin
 			if core.HeldAt(h, clock.Now()) {
 				t.Fatal("HeldAt reports the lock held after its trust window closed")
 			}
@@ -147,7 +148,7 @@ func TestHandleTrustWindowByClock(t *testing.T) {
 // TestHandleRenewalMovesWindow: a renewal moves the end of the window the
 // handle's context checks.
 func TestHandleRenewalMovesWindow(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:   time.Second,
 		Clock: clock,
@@ -156,11 +157,11 @@ func TestHandleRenewalMovesWindow(t *testing.T) {
 	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, clock.Now(), nil)
 	tick(t, clock, h, time.Second/3) // renewed: the window now ends at 4/3 s
-	clock.jump(900 * time.Millisecond)
+	clock.Jump(900 * time.Millisecond)
 	if err := h.Context().Err(); err != nil {
 		t.Fatalf("lost inside the renewed window: %v", context.Cause(h.Context()))
 	}
-	clock.jump(100 * time.Millisecond)
+	clock.Jump(100 * time.Millisecond)
 	if h.Context().Err() == nil {
 		t.Fatal("live after the renewed window closed")
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 func newKeeper(t *testing.T, cfg kit.KeeperConfig) *kit.Keeper {
@@ -27,10 +28,10 @@ func noopRelease(context.Context) error { return nil }
 
 // tick advances clock by d and waits for the Keeper's reaction: a renewal
 // of h reported, or h lost. Each d must make h due, or nothing happens.
-func tick(t *testing.T, clock *fakeClock, h *kit.BaseHandle, d time.Duration) {
+func tick(t *testing.T, clock *locktest.FakeClock, h *kit.BaseHandle, d time.Duration) {
 	t.Helper()
 	changed := h.LeaseChanged()
-	clock.advance(d)
+	clock.Advance(d)
 	waitFor(t, changed, "renewal or loss after the clock moved")
 }
 
@@ -65,7 +66,7 @@ func TestKeeperConfigErrors(t *testing.T) {
 }
 
 func TestKeeperBatchesRenewals(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	var mu sync.Mutex
 	var batches []int
 	k := newKeeper(t, kit.KeeperConfig{
@@ -113,7 +114,7 @@ func TestKeeperBatchesRenewals(t *testing.T) {
 // context with ErrLockLost, which also wakes a LeaseChanged watcher, without
 // setting the state's Err.
 func TestKeeperLostVerdict(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
 		Interval: 10 * time.Millisecond,
@@ -135,7 +136,7 @@ func TestKeeperLostVerdict(t *testing.T) {
 // retried every Interval/4 (at least 10ms) until the trust window closes,
 // at start + TTL − margin and not before.
 func TestKeeperTrustWindow(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	outage := errors.New("connection refused")
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
@@ -173,7 +174,7 @@ func TestKeeperTrustWindow(t *testing.T) {
 }
 
 func TestKeeperReleaseStopsRenewal(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Minute,
@@ -190,7 +191,7 @@ func TestKeeperReleaseStopsRenewal(t *testing.T) {
 	if k.Len() != 0 {
 		t.Fatal("lease still kept after Release")
 	}
-	clock.advance(50 * time.Millisecond)
+	clock.Advance(50 * time.Millisecond)
 	if calls.Load() != 0 {
 		t.Fatal("a released lease was renewed")
 	}
@@ -224,7 +225,7 @@ func TestKeeperClose(t *testing.T) {
 // not keep the lease past its trust window: the Keeper judges it
 // unanswered when its clock reaches the window's end.
 func TestKeeperLosesWhenRenewHangs(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	release := make(chan struct{})
 	called := make(chan struct{})
 	var once sync.Once
@@ -247,9 +248,9 @@ func TestKeeperLosesWhenRenewHangs(t *testing.T) {
 	// Done is read once, so that the handle's own check of the window
 	// cannot end the context: the Keeper must.
 	done := h.Context().Done()
-	clock.advance(40 * time.Millisecond)
+	clock.Advance(40 * time.Millisecond)
 	waitFor(t, called, "renewal")
-	clock.advance(140 * time.Millisecond)
+	clock.Advance(140 * time.Millisecond)
 	waitFor(t, done, "loss: a hanging renewal kept the lease trusted past its window")
 	cause := context.Cause(h.Context())
 	if !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, context.DeadlineExceeded) {
@@ -260,7 +261,7 @@ func TestKeeperLosesWhenRenewHangs(t *testing.T) {
 // TestKeeperRetriesWithoutSpinning: a renewal that fails fast is retried
 // once per Interval/4, not in a loop.
 func TestKeeperRetriesWithoutSpinning(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	var calls atomic.Int32
 	k := newKeeper(t, kit.KeeperConfig{
 		TTL:      time.Second,
@@ -282,7 +283,7 @@ func TestKeeperRetriesWithoutSpinning(t *testing.T) {
 // TestKeeperReportsLeaseState follows one handle's LeaseState through a
 // success, a failed renewal, a recovery and the release.
 func TestKeeperReportsLeaseState(t *testing.T) {
-	clock := newFakeClock()
+	clock := locktest.NewFakeClock()
 	outage := errors.New("connection refused")
 	var fail atomic.Bool
 	const ttl, margin, interval = 600 * time.Millisecond, 60 * time.Millisecond, 50 * time.Millisecond
