@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -388,16 +387,12 @@ func runElectionChild(t *testing.T, b electionBackend, spec string) {
 
 func startElectionChild(t *testing.T, i int, name string, promoted chan<- [2]uint64) *exec.Cmd {
 	t.Helper()
-	cmd, out := startSelf(t, "^"+strings.ReplaceAll(t.Name(), "/", "$/^")+"$",
+	c := startSelf(t, "^"+strings.ReplaceAll(t.Name(), "/", "$/^")+"$",
 		envElectionChild+"="+name+" child"+strconv.Itoa(i),
 		envElectionFileDir+"="+electionFileDir(t))
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if term, ok := strings.CutPrefix(sc.Text(), promotedLine+" "); ok {
+		for line := range c.lines {
+			if term, ok := strings.CutPrefix(line, promotedLine+" "); ok {
 				n, err := strconv.ParseUint(term, 10, 64)
 				if err == nil {
 					promoted <- [2]uint64{uint64(i), n}
@@ -405,12 +400,7 @@ func startElectionChild(t *testing.T, i int, name string, promoted chan<- [2]uin
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		wg.Wait()
-		_ = cmd.Wait()
-	})
-	return cmd
+	return c.cmd
 }
 
 // The store fails while a leader leads: the leader's term ends (with

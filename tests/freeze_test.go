@@ -1,14 +1,11 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,35 +38,12 @@ const (
 
 // child is a holder process started by startFreezeChild, and the lines it
 // writes to stdout.
-type child struct {
-	cmd   *exec.Cmd
-	lines chan string
-}
+type child struct{ *selfChild }
 
 func startFreezeChild(t *testing.T, name string) *child {
 	t.Helper()
 	top, _, _ := strings.Cut(t.Name(), "/")
-	cmd, out := startSelf(t, "^"+top+"$", envFreezeChild+"="+name)
-	c := &child{cmd: cmd, lines: make(chan string, 1024)}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(c.lines)
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			c.lines <- sc.Text()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		for range c.lines { // let the reader finish
-		}
-		wg.Wait()
-		_ = cmd.Wait()
-	})
-	return c
+	return &child{startSelf(t, "^"+top+"$", envFreezeChild+"="+name)}
 }
 
 // next returns the child's next line that starts with prefix, without the

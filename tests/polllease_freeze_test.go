@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -71,9 +70,9 @@ type freezeChild struct {
 	inFlight int
 }
 
-func (c *freezeChild) read(sc *bufio.Scanner) {
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+func (c *freezeChild) read(lines <-chan string) {
+	for line := range lines {
+		f := strings.Fields(line)
 		if len(f) != 4 {
 			continue
 		}
@@ -135,20 +134,10 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 	for i := range 3 {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
-	cmd, out := startSelf(t, "^TestPollLeaseRedisFreeze$", fmt.Sprintf("%s=%s %s child %d", envPollFreezeChild, f.addr, f.group, n))
+	self := startSelf(t, "^TestPollLeaseRedisFreeze$", fmt.Sprintf("%s=%s %s child %d", envPollFreezeChild, f.addr, f.group, n))
+	cmd := self.cmd
 	child := &freezeChild{held: map[string]uint64{}}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		child.read(bufio.NewScanner(out))
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		wg.Wait()
-	})
+	go child.read(self.lines)
 
 	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share, polls in flight", plWait, func() bool {

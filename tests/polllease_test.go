@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -362,24 +360,16 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 	for i := range 3 {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
-	cmd, out := startSelf(t, "^TestPollLeaseRedisCrash$", fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
+	self := startSelf(t, "^TestPollLeaseRedisCrash$", fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
+	cmd := self.cmd
 	var childOwns atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "acquired ") {
+		for line := range self.lines {
+			if strings.HasPrefix(line, "acquired ") {
 				childOwns.Add(1)
 			}
 		}
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		wg.Wait()
-	})
 
 	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share", plWait, func() bool {
