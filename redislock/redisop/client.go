@@ -142,11 +142,15 @@ func acquireResult(cmd *redis.Cmd) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if len(v) != 2 {
+	if len(v) != 2 && len(v) != 3 {
 		return Result{}, fmt.Errorf("redislock: unexpected acquire reply %v", v)
 	}
 	if v[0] == 1 {
-		return Result{Acquired: true, Token: uint64(v[1])}, nil
+		r := Result{Acquired: true, Token: uint64(v[1])}
+		if len(v) == 3 {
+			r.Young = time.Duration(v[2]) * time.Millisecond
+		}
+		return r, nil
 	}
 	return Result{RetryIn: time.Duration(v[1]) * time.Millisecond}, nil
 }
