@@ -72,7 +72,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	var err error
 	select {
 	case <-w.Turn():
-		h, err = kit.Wait(ctx, queuedBackoff(p.cfg.backoff), wake, m.attempt)
+		h, err = kit.Wait(ctx, queuedBackoff(p.cfg.backoff), wake, rideThrough(m.attempt))
 	case <-ctx.Done():
 		err = kit.NotAcquired(ctx)
 	}
