@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/redislock/redisop"
 )
 
 // transient reports whether err says the server could not be reached or
@@ -52,4 +53,19 @@ func rideThrough(try kit.Attempt) kit.Attempt {
 		}
 		return h, retryIn, err
 	}
+}
+
+// handedByServer takes a grant a release on the server handed to a waiter
+// of this Provider, announced with its token, after confirming it with the
+// replicas when WithReplicaAck asks for it.
+func (p *Provider) handedByServer(ctx context.Context, g redisop.Grant, token uint64, start time.Time) (core.Handle, time.Duration, error) {
+	err := p.client.Confirm(ctx, g, p.cfg.ttl)
+	if errors.Is(err, core.ErrLockLost) {
+		// It expired before we took it: wait on, as for a busy lock.
+		err = kit.Busy("handed %s, gone before it was confirmed: %v", g.Lock.Kind, err)
+	}
+	if err != nil {
+		return nil, 0, p.wrap("acquire", g.Lock.Name, err)
+	}
+	return p.newHandle(g, token, start), 0, nil
 }
