@@ -32,7 +32,8 @@ type config struct {
 	identity string
 	handoff  kit.HandoffLimits // runs of local handoffs
 	ack      struct {
-		n       int // 0: grants are not confirmed by replicas
+		set     bool // WithReplicaAck was given: New checks n and timeout
+		n       int
 		timeout time.Duration
 	}
 
@@ -106,7 +107,7 @@ func WithLocalHandoff(max int, span time.Duration) Option {
 // shorter than the client's read timeout, or the client is not bound to
 // one master (a Cluster client).
 func WithReplicaAck(n int, timeout time.Duration) Option {
-	return func(c *config) { c.ack.n, c.ack.timeout = n, timeout }
+	return func(c *config) { c.ack.set, c.ack.n, c.ack.timeout = true, n, timeout }
 }
 
 func newConfig(opts []Option) (config, error) {
