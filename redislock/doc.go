@@ -91,6 +91,42 @@
 // identity travels in the grant's owner value. Semaphores and the read side
 // have many holders and do not implement it.
 //
+// # Deployment
+//
+// What holds depends on how the Redis behind the client is run.
+//
+//   - One server. Exclusion holds while the server runs. A restart without
+//     persistence (or with AOF fsync everysec, which may lose the last
+//     second) loses the grants: a holder keeps a live handle until its next
+//     renewal fails, at most TTL − drift margin, while another client may
+//     already hold the lock; fencing tokens stay increasing as long as the
+//     server's clock has not stepped back further than the time since the
+//     last grant. With AOF and appendfsync always, nothing is lost.
+//   - Sentinel or replicas (redis.NewFailoverClient). Replication is
+//     asynchronous: a master that dies before a grant reached its replica
+//     leaves a promoted replica without it, and a second client gets the
+//     lock while the first holds a live handle (until the first's next
+//     renewal finds the grant gone). WithReplicaAck(n, timeout) removes
+//     this: a grant counts only once n replicas acknowledged it (WAIT on
+//     the grant's connection), so the promoted replica has it as long as
+//     Sentinel promotes one of the replicas that acknowledged (n = the
+//     number of replicas, or a majority of them with min-replicas settings).
+//     The fencing token comes from the server's clock, so across a failover
+//     it increases as long as the promoted replica's clock is not behind the
+//     old master's by more than the time between the two grants: keep the
+//     servers' clocks synchronized (NTP). A waiting Acquire rides through
+//     the failover (connection errors, READONLY, LOADING are retried on the
+//     busy-lock backoff within the caller's context); a holder whose renewals
+//     fail for longer than its trust window loses its handle. Set the TTL
+//     well above Sentinel's failover time (down-after-milliseconds plus the
+//     election), or holders lose their locks at every failover.
+//   - Cluster (redis.NewClusterClient). A lock's keys share one hash slot,
+//     so each lock lives on one shard, with the single-server and replica
+//     guarantees above per shard; WithReplicaAck is not available (the
+//     cluster client may send WAIT to another connection than the grant).
+//   - N independent servers: use package redlock, which tolerates the loss
+//     of a minority.
+//
 // # Errors
 //
 // Acquire calls return a *core.Error naming the backend ("redis"), the
@@ -98,7 +134,8 @@
 // busy (and ctx.Err() too when the wait was cut short), core.ErrInvalidName
 // for an empty or non-UTF-8 name, core.ErrInvalidArgument for a semaphore
 // size below 1, and otherwise wraps the go-redis error (or says that the
-// Provider was closed).
+// Provider was closed). A grant that WithReplicaAck's replicas did not
+// acknowledge in time is given back and matches core.ErrNotAcquired.
 //
 // # Building other backends
 //

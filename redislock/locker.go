@@ -54,9 +54,12 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 // announced on the shared channel; a mutex waiter gets the lock handed to
 // it (see acquireMutex). Without a signal the caller retries with jittered
 // backoff, never later than the holder's grant expires. An unreachable
-// server ends the wait at once with the driver's error. When ctx ends first
-// the error matches core.ErrNotAcquired and ctx.Err(), and nothing is held:
-// a grant made meanwhile is released (handed on) before Acquire returns.
+// server fails the first try at once with the driver's error; a waiter
+// rides through a server that cannot be reached or take writes for now (a
+// failover, a restart), trying again on the same backoff. When ctx ends
+// first the error matches core.ErrNotAcquired and ctx.Err(), and nothing is
+// held: a grant made meanwhile is released (handed on) before Acquire
+// returns.
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
@@ -75,9 +78,9 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// release is missed.
 	wake, unsubscribe := l.p.waker.Subscribe(l.p.client.WakeKey(l.lock))
 	defer unsubscribe()
-	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, rideThrough(func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, owner, wait)
-	})
+	}))
 	if err != nil {
 		l.gaveUp(ctx, owner, err)
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)

@@ -72,7 +72,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	var err error
 	select {
 	case <-w.Turn():
-		h, err = kit.Wait(ctx, queuedBackoff(p.cfg.backoff), wake, m.attempt)
+		h, err = kit.Wait(ctx, queuedBackoff(p.cfg.backoff), wake, rideThrough(m.attempt))
 	case <-ctx.Done():
 		err = kit.NotAcquired(ctx)
 	}
@@ -122,7 +122,7 @@ func (m *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 	if tok := m.take(); tok != 0 {
 		// Granted by a release on the server after our last try had
 		// left: the lease started after lastStart.
-		return p.newHandle(redisop.Grant{Lock: m.l.lock, Owner: m.owner}, tok, m.lastStart), 0, nil
+		return p.handedByServer(ctx, redisop.Grant{Lock: m.l.lock, Owner: m.owner}, tok, m.lastStart)
 	}
 	if !m.away {
 		if hl, ok := p.hand.Holder(m.line); ok && !hl.lost() {

@@ -31,6 +31,11 @@ type config struct {
 	backoff  kit.Backoff
 	identity string
 	handoff  kit.HandoffLimits // runs of local handoffs
+	ack      struct {
+		set     bool // WithReplicaAck was given: New checks n and timeout
+		n       int
+		timeout time.Duration
+	}
 
 	intervalSet, marginSet bool
 }
@@ -86,6 +91,23 @@ func WithIdentity(id string) Option { return func(c *config) { c.identity = id }
 // with max > 0, a span that is not positive.
 func WithLocalHandoff(max int, span time.Duration) Option {
 	return func(c *config) { c.handoff = kit.HandoffLimits{Max: max, Span: span} }
+}
+
+// WithReplicaAck confirms every grant with replicas: each grant (an
+// acquire, a local handoff's token, a handoff by the server's release
+// taken by a waiter of this Provider) is followed on its own connection, in
+// the same pipeline, by WAIT n timeout, and counts only once n replicas
+// acknowledged it, so that a replica promoted by a failover (Sentinel) has
+// it. A grant not acknowledged in time is given back and reported as an
+// error matching core.ErrNotAcquired (a waiting Acquire goes on waiting).
+// It costs no extra round trip, only the replicas' acknowledgment time,
+// except for a handoff by the server, which is confirmed with one extra
+// round trip. Default off. New fails with an error matching
+// core.ErrInvalidArgument when n < 1, timeout is not positive or not
+// shorter than the client's read timeout, or the client is not bound to
+// one master (a Cluster client).
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *config) { c.ack.set, c.ack.n, c.ack.timeout = true, n, timeout }
 }
 
 func newConfig(opts []Option) (config, error) {

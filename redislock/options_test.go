@@ -40,6 +40,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"negative margin", rdb, []Option{WithDriftMargin(-time.Millisecond)}},
 		{"margin equal to TTL", rdb, []Option{WithTTL(time.Second), WithDriftMargin(time.Second)}},
 		{"inverted backoff", rdb, []Option{WithBackoff(kit.Backoff{Min: time.Second, Max: time.Millisecond})}},
+		{"replica ack by no replica", rdb, []Option{WithReplicaAck(0, time.Second)}},
+		{"replica ack without timeout", rdb, []Option{WithReplicaAck(1, 0)}},
+		{"replica ack beyond the read timeout", rdb, []Option{WithReplicaAck(1, time.Hour)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -62,6 +62,11 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	}
 	// Handoffs to this Provider's waiters come on a channel of its own.
 	client = client.WithInbox(client.Channel() + ":" + redisop.NewOwner()[:16])
+	if cfg.ack.set {
+		if client, err = client.WithReplicaAck(cfg.ack.n, cfg.ack.timeout); err != nil {
+			return nil, err
+		}
+	}
 	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
 	p.hand.Limits = cfg.handoff
 	p.hand.Wake = func(tag string) { p.waker.Notify(tag) }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/redislock/internal/redistest"
+	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,49 @@ func TestServerRestartUnderHolder(t *testing.T) {
 		require.NoError(t, h.Release(ctx))
 		require.NoError(t, handles[i].Release(ctx), "releasing the lost handle is harmless")
 	}
+}
+
+func TestWaiterRidesThroughRestart(t *testing.T) {
+	srv := redistest.StartServer(t)
+	newP := func() *Provider {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		p, err := New(rdb, WithTTL(testTTL))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = p.Close() })
+		return p
+	}
+	holder, waiter := newP(), newP()
+	ctx := context.Background()
+	h, err := holder.Mutex("m").Acquire(ctx)
+	require.NoError(t, err)
+
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	type result struct {
+		h   core.Handle
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h, err := waiter.Mutex("m").Acquire(wctx)
+		got <- result{h, err}
+	}()
+	// The waiter is queued on the server: it has tried once and waits.
+	queue := waiter.client.Key(waiter.client.Prepare(redisop.Lock{Kind: redisop.KindMutex, Name: "m"})) + ":q"
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rdb.Close()
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, queue).Val() == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	// The server dies with every grant and stays down for several of the
+	// waiter's retries: the waiter carries on and gets the lock once the
+	// server is back.
+	srv.Kill()
+	waitDone(t, h.Context(), testTTL+time.Second)
+	srv.Start()
+	r := <-got
+	require.NoError(t, r.err, "the waiter failed instead of riding through the restart")
+	assert.Greater(t, r.h.FencingToken(), h.FencingToken())
+	require.NoError(t, r.h.Release(ctx))
+	_ = h.Release(ctx)
 }

@@ -22,16 +22,48 @@
 //
 // # Fencing
 //
-// Each server keeps a durable counter per name, incremented in the same
-// round trip as a grant. The token is the largest counter of the granting
-// majority, written back to the servers of that majority that had less
-// (an extra round trip only when the counters disagree, which they stop
-// doing after the first write-back). Any two majorities share a server, so
-// a later grant always reads a counter at least as large as the last token
-// and gets a larger one. This holds as long as counter keys survive server
-// restarts (Redis with AOF persistence), which is the same assumption
-// RedLock's own safety makes. Counter keys are small and never expire.
+// Each server keeps a durable counter per name, advanced in the same round
+// trip as a grant to max(its value + 1, the server's time in µs). The
+// token is the largest counter of the granting majority, written back to
+// the servers of that majority that had less (an extra round trip only
+// when the counters disagree). Any two majorities share a server, so while
+// that server keeps its counter a later grant gets a larger token. A
+// server that lost its counter starts again from its clock, and the
+// young-server guard below keeps it out of majorities for a TTL after: so
+// tokens keep increasing whichever servers lost their counters, as long as
+// the servers' clocks differ by less than the guard (TTL). Counter keys are
+// small and never expire.
 //
+// # Restarts: the young-server guard
+//
+// A server that restarts without its data (no persistence, or AOF fsync
+// everysec losing the last second) forgets grants their holders still
+// count, and a second client could win a majority with it. Each server
+// therefore keeps a boot marker key, written by the first acquire that
+// finds it missing: until the guard (WithRestartGuard, default TTL) has
+// passed since, the server still grants and blocks others, but its grants
+// do not count toward an acquire's majority. By then every grant it lost
+// has expired. A holder's extensions place its grant again on a young
+// server that lost it when the lock is free there, and count it (that
+// holder's lease is trusted, so no one else holds a majority), so rolling
+// restarts, one server at a time, do not take the lock from its holder.
+// The first acquire on a new deployment waits for the guard too (an
+// operator may set the marker to 0 on servers known to have kept their
+// data).
+//
+// # Deployment
+//
+// Use N independent servers (3 or 5), not replicas of one another, each a
+// single Redis server (the boot marker has no hash tag: not a Cluster).
+// Exclusion holds while a majority is up; it survives restarts without
+// persistence thanks to the guard, as long as every Provider on the
+// servers uses the same TTL (or a guard at least as long as the longest
+// TTL) and the servers' clocks run at the same rate (a clock that jumps
+// forward shortens the guard and the grants' lives alike). With AOF and
+// appendfsync always, the guard may be turned off (WithRestartGuard(0)).
+// Set the TTL above the time a server takes to restart plus the clock
+// drift margin; keep clocks synchronized for the tokens (see Fencing).
+
 // # Semaphores
 //
 // Semaphore returns a Locker that fails with core.ErrUnsupported when N > 1:

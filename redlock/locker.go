@@ -107,7 +107,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
 	replies := each(p, actx, func(ctx context.Context, s server) (redisop.Result, error) {
-		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait)
+		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait, p.cfg.guard)
 	})
 	t := p.count(ctx, actx, replies)
 	if len(t.granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
@@ -128,6 +128,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 type tally struct {
 	granted  map[int]uint64 // server → its counter
 	refused  int
+	young    int     // granted by a server whose data set is younger than the guard
 	hard     []error // the server could not be asked: down, refusing connections
 	slow     []error // no answer within the budget
 	retryIn  time.Duration
@@ -135,7 +136,7 @@ type tally struct {
 	known    []bool // the server's reply has arrived
 }
 
-func (t *tally) failed() int { return t.refused + len(t.hard) + len(t.slow) }
+func (t *tally) failed() int { return t.refused + t.young + len(t.hard) + len(t.slow) }
 
 // add counts one server's reply; late says the attempt's budget ran out
 // before the reply came.
@@ -147,13 +148,24 @@ func (t *tally) add(r reply[redisop.Result], late bool) {
 		t.slow = append(t.slow, r.err)
 	case r.err != nil:
 		t.hard = append(t.hard, r.err)
+	case r.v.Acquired && r.v.Young > 0:
+		// The server may have lost a grant that its holder still counts:
+		// it counts for nobody until every such grant has expired. Its
+		// grant stays, extended and released with the others.
+		t.young++
+		t.wait(r.v.Young)
 	case r.v.Acquired:
 		t.granted[r.i] = r.v.Token
 	default:
 		t.refused++
-		if t.retryIn == 0 || (r.v.RetryIn > 0 && r.v.RetryIn < t.retryIn) {
-			t.retryIn = r.v.RetryIn
-		}
+		t.wait(r.v.RetryIn)
+	}
+}
+
+// wait lowers the retry hint to d when d is known and shorter.
+func (t *tally) wait(d time.Duration) {
+	if t.retryIn == 0 || (d > 0 && d < t.retryIn) {
+		t.retryIn = d
 	}
 }
 
@@ -210,7 +222,7 @@ func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally
 // owner value is the same across the tries of one Acquire, so a give-back
 // left running could delete the next try's grants.
 func (p *Provider) abandon(g redisop.Grant, t *tally, replies <-chan reply[redisop.Result]) {
-	maybe := len(t.granted) > 0 || len(t.hard) > 0 || len(t.slow) > 0 // an errored call may have run
+	maybe := len(t.granted) > 0 || t.young > 0 || len(t.hard) > 0 || len(t.slow) > 0 // an errored call may have run
 	for ; t.answered < len(p.servers); t.answered++ {
 		if r := <-replies; r.err != nil || r.v.Acquired {
 			maybe = true
@@ -233,7 +245,8 @@ func (p *Provider) failure(ctx context.Context, t *tally) (time.Duration, error)
 		return 0, fmt.Errorf("%d of %d servers unreachable, %d needed: %w",
 			len(t.hard), n, p.quorum, errors.Join(t.hard...))
 	}
-	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner", len(t.granted), n, p.quorum, t.refused)
+	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner, %d too young to count",
+		len(t.granted), n, p.quorum, t.refused, t.young)
 	if errs := append(t.hard, t.slow...); len(errs) > 0 {
 		why += fmt.Sprintf(", %d failed: %v", len(errs), errors.Join(errs...))
 	}

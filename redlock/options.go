@@ -25,10 +25,12 @@ type Option func(*config)
 
 type config struct {
 	ttl, minValidity, interval, margin time.Duration
+	guard                              time.Duration
 	prefix                             string
 	backoff                            kit.Backoff
 	log                                *slog.Logger
 	intervalSet, marginSet, minSet     bool
+	guardSet                           bool
 }
 
 // WithTTL sets how long each server keeps a grant without an extension.
@@ -55,6 +57,20 @@ func WithRenewInterval(d time.Duration) Option {
 // customary clock-drift factor; must be in [0, TTL).
 func WithDriftMargin(d time.Duration) Option {
 	return func(c *config) { c.margin, c.marginSet = d, true }
+}
+
+// WithRestartGuard sets how long a server that lost its data set (or is
+// new) does not count toward a majority of acquires: RedLock's "delayed
+// restart", enforced by the client. Each server keeps a boot marker
+// (redisop.Client.BootKey) written by the first acquire that finds it
+// missing; until the guard has passed since then, the server still grants
+// (and blocks others) but its grant is not counted, since a grant it lost
+// may still be counted by its holder. Default TTL, which is sound when
+// every Provider on the servers uses a TTL no longer than it; 0 turns the
+// guard off, which is sound only when no server can lose an acknowledged
+// write (AOF with appendfsync always). Must be 0 or at least TTL.
+func WithRestartGuard(d time.Duration) Option {
+	return func(c *config) { c.guard, c.guardSet = d, true }
 }
 
 // WithPrefix sets the prefix of every key and of the wake-up channel.
@@ -94,6 +110,9 @@ func newConfig(opts []Option) (config, error) {
 	if !c.intervalSet {
 		c.interval = c.ttl / 3
 	}
+	if !c.guardSet {
+		c.guard = c.ttl
+	}
 	switch {
 	case c.minValidity <= 0 || c.minValidity >= c.ttl:
 		return c, kit.Invalid("redlock: minimum validity %v must be in (0, TTL %v)", c.minValidity, c.ttl)
@@ -101,6 +120,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, kit.Invalid("redlock: drift margin %v must be in [0, TTL %v)", c.margin, c.ttl)
 	case c.interval <= 0 || c.interval >= c.ttl-c.margin:
 		return c, kit.Invalid("redlock: renew interval %v must be in (0, TTL − drift margin = %v)", c.interval, c.ttl-c.margin)
+	case c.guard != 0 && c.guard < c.ttl:
+		return c, kit.Invalid("redlock: restart guard %v must be 0 or at least TTL %v", c.guard, c.ttl)
 	case c.backoff.Min < 0 || c.backoff.Max < c.backoff.Min:
 		return c, kit.Invalid("redlock: backoff %v..%v is not a range", c.backoff.Min, c.backoff.Max)
 	}

@@ -177,7 +177,8 @@ type reply[T any] struct {
 }
 
 // renew is the Keeper's Renew: every server extends the whole batch in one
-// pipeline, in parallel. A lease is renewed once a majority extended it and
+// pipeline, in parallel, placing again the grants it lost with its data
+// set where the lock is free. A lease is renewed once a majority extended it and
 // lost once more than N − quorum servers said it is gone; it is decided as
 // soon as either is certain, so a stalled server cannot hold the batch up.
 func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
@@ -188,7 +189,11 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stragglers
 	replies := each(p, ctx, func(ctx context.Context, s server) ([]error, error) {
-		return s.client.ExtendAll(ctx, gs, p.cfg.ttl), nil
+		// A grant a young server lost is placed again where the lock is
+		// free, and counts although the server is young: the guard
+		// protects the holder of a lost grant, and this is that holder,
+		// whose lease is still trusted, so nobody else holds a majority.
+		return s.client.Reassert(ctx, gs, p.cfg.ttl, p.cfg.guard), nil
 	})
 	ok := make([]int, len(gs))
 	gone := make([]int, len(gs))

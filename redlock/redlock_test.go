@@ -105,6 +105,7 @@ func TestNewBadInput(t *testing.T) {
 		{"min validity ≥ TTL", one, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithMinValidity(time.Second)}},
 		{"negative drift", one, []redlock.Option{redlock.WithDriftMargin(-time.Millisecond)}},
 		{"interval ≥ TTL", one, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithRenewInterval(time.Second)}},
+		{"restart guard < TTL", one, []redlock.Option{redlock.WithTTL(time.Second), redlock.WithRestartGuard(time.Second / 2)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := redlock.New(tc.clients, tc.opts...)

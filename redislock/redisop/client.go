@@ -34,6 +34,8 @@ type Client struct {
 	inbox   string
 
 	channelArg, inboxArg any // channel and inbox, boxed once
+
+	ack replicaAck // n == 0: grants are not confirmed by replicas
 }
 
 // NewClient returns a Client on rdb whose keys start with prefix. It does no
@@ -105,6 +107,9 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 	if ms < 1 {
 		return Result{}, kit.Invalid("ttl %v is under a millisecond", ttl)
 	}
+	if c.ack.n > 0 {
+		return c.acquireAcked(ctx, l, owner, ms, wait)
+	}
 	if k := c.prepared(l); k != nil && l.Kind == KindMutex {
 		if wait <= 0 {
 			// Neither queues nor marks: the lock key alone will do.
@@ -142,11 +147,15 @@ func acquireResult(cmd *redis.Cmd) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if len(v) != 2 {
+	if len(v) != 2 && len(v) != 3 {
 		return Result{}, fmt.Errorf("redislock: unexpected acquire reply %v", v)
 	}
 	if v[0] == 1 {
-		return Result{Acquired: true, Token: uint64(v[1])}, nil
+		r := Result{Acquired: true, Token: uint64(v[1])}
+		if len(v) == 3 {
+			r.Young = time.Duration(v[2]) * time.Millisecond
+		}
+		return r, nil
 	}
 	return Result{RetryIn: time.Duration(v[1]) * time.Millisecond}, nil
 }
@@ -247,7 +256,14 @@ func (c *Client) Release(ctx context.Context, g Grant) (bool, error) {
 // when g is no longer held.
 func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur uint64) (uint64, error) {
 	var cmd *redis.Cmd
-	if k := c.prepared(g.Lock); k != nil && k.spare != nil {
+	if c.ack.n > 0 {
+		var acks int
+		cmd, acks = c.acked(ctx, scriptMutexSpare, c.mutexKeys(g.Lock)[:1], []any{g.Owner, ttl.Milliseconds(), cur})
+		if n, err := cmd.Int64(); err == nil && n > 0 && acks < c.ack.n {
+			return 0, fmt.Errorf("%w: token for %q drawn, but acknowledged by %d of %d replicas within %v",
+				core.ErrNotAcquired, g.Lock.Name, acks, c.ack.n, c.ack.timeout)
+		}
+	} else if k := c.prepared(g.Lock); k != nil && k.spare != nil {
 		cmd = c.call(ctx, scriptMutexSpare, k.spare, g.Owner, ttl.Milliseconds(), cur)
 	} else {
 		cmd = scriptMutexSpare.Run(ctx, c.rdb, c.mutexKeys(g.Lock)[:1], g.Owner, ttl.Milliseconds(), cur)

@@ -209,7 +209,7 @@ func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 		// to it while the pipelined counter bump runs first.
 		require.NoError(t, rdb.ScriptFlush(ctx).Err())
 		l := Lock{Kind: kind, Name: t.Name() + kind.String(), Max: 2}
-		res, err := c.AcquireCounted(ctx, l, NewOwner(), time.Second, 0)
+		res, err := c.AcquireCounted(ctx, l, NewOwner(), time.Second, 0, 0)
 		require.NoError(t, err, kind.String())
 		require.True(t, res.Acquired)
 		require.Positive(t, res.Token)

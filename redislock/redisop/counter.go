@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/redis/go-redis/v9"
 )
 
 // The operations below serve algorithms that run over several independent
@@ -14,11 +17,19 @@ import (
 var (
 	scriptCounterBump  = load("counter_bump")
 	scriptCounterRaise = load("counter_raise")
+	scriptKeyReassert  = load("key_reassert")
 )
 
 // counterKey is the key of the durable counter of l's name: shared by every
 // kind of lock on the name, never expiring, never deleted.
 func (c *Client) counterKey(l Lock) string { return c.base(l) + "counter" }
+
+// BootKey is the server's boot marker under c's prefix: the server time in
+// ms at which a counted acquire first saw the data set (see
+// AcquireCounted). It never expires. It has no hash tag, so the counted
+// acquire needs a single server, not a Cluster. An operator who knows a
+// server kept its data may set it to 0 to end the guard at once.
+func (c *Client) BootKey() string { return c.prefix + "boot" }
 
 // AcquireCounted makes one acquire attempt as Acquire does and, in the same
 // round trip (one pipeline), increments the name's durable counter when the
@@ -27,7 +38,14 @@ func (c *Client) counterKey(l Lock) string { return c.base(l) + "counter" }
 // handoffs each server would make to a different waiter: it marks the lock
 // as awaited, so that its release announces on Channel that it is free (a
 // release of a lock nobody awaits announces nothing).
-func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait time.Duration) (Result, error) {
+//
+// The counter advances to max(its value + 1, the server time in µs), so it
+// starts again above its old values after the server lost it, provided the
+// server's clock has moved on. guard > 0 is the young-server guard: a
+// server whose boot marker (BootKey) is absent writes it, and for guard
+// after that Result.Young says how long its grants must not count yet, as
+// grants it lost with its data may still be believed held until then.
+func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait, guard time.Duration) (Result, error) {
 	if err := l.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -38,14 +56,15 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if l.Kind == KindMutex {
 		// The mutex script bumps the counter itself: one script call.
 		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
-		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, append(keys, c.counterKey(l)), args...))
+		keys = append(keys, c.counterKey(l), c.BootKey())
+		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds())...))
 	}
 	kind := "key"
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
 		kind = "zset"
 	}
 	bump := func(int) (script, []string, []any) {
-		return scriptCounterBump, []string{c.Key(l), c.counterKey(l)}, []any{owner, kind}
+		return scriptCounterBump, []string{c.Key(l), c.counterKey(l), c.BootKey()}, []any{owner, kind, guard.Milliseconds()}
 	}
 	cmds := c.pipelined(ctx, 2, func(i int) (script, []string, []any) {
 		if i == 0 {
@@ -57,11 +76,11 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if err != nil || !res.Acquired {
 		return res, err
 	}
-	n, err := cmds[1].Int64()
+	n, young, err := bumped(cmds[1])
 	if err == nil && n == 0 {
 		// The server did not know the acquire script (NOSCRIPT), so the
 		// bump ran before the grant that was re-sent after it: bump again.
-		n, err = c.pipelined(ctx, 1, bump)[0].Int64()
+		n, young, err = bumped(c.pipelined(ctx, 1, bump)[0])
 	}
 	if err != nil {
 		return Result{}, err
@@ -69,12 +88,62 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	if n <= 0 {
 		return Result{}, fmt.Errorf("redislock: counter of %s not bumped after a grant", c.Key(l))
 	}
-	res.Token = uint64(n)
+	res.Token, res.Young = uint64(n), young
 	return res, nil
+}
+
+// bumped reads counter_bump.lua's reply: the counter and the time the
+// server is still young.
+func bumped(cmd *redis.Cmd) (int64, time.Duration, error) {
+	v, err := cmd.Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(v) != 2 {
+		return 0, 0, fmt.Errorf("redislock: unexpected counter reply %v", v)
+	}
+	return v[0], time.Duration(v[1]) * time.Millisecond, nil
 }
 
 // RaiseCounter raises the durable counter of l's name to at least to: one
 // script call.
 func (c *Client) RaiseCounter(ctx context.Context, l Lock, to uint64) error {
 	return scriptCounterRaise.Run(ctx, c.rdb, []string{c.counterKey(l)}, strconv.FormatUint(to, 10)).Err()
+}
+
+// Reassert extends grants as ExtendAll does and, in the same pipeline,
+// places again a mutex or write grant whose key is gone when the server is
+// young (its data set was first seen less than guard ago: it restarted
+// without its data) and the lock is free here: the extension of an
+// algorithm over several servers, whose holder must not see its majority
+// shrink one restart at a time. It returns one error per grant: nil when
+// extended or placed again, an error matching core.ErrLockLost when the
+// grant is lost (held by another owner, gone from a server that is not
+// young, or a read or semaphore grant gone: those are not placed again),
+// the driver's error otherwise.
+func (c *Client) Reassert(ctx context.Context, gs []Grant, ttl, guard time.Duration) []error {
+	ms, gms := ttl.Milliseconds(), guard.Milliseconds()
+	boot := c.BootKey()
+	cmds := c.pipelined(ctx, len(gs), func(i int) (script, []string, []any) {
+		g := gs[i]
+		switch g.Lock.Kind {
+		case KindRead, KindSemaphore:
+			return scriptZsetExtend, []string{c.Key(g.Lock)}, []any{g.Owner, ms}
+		case KindWrite:
+			keys := c.rwKeys(g.Lock)
+			return scriptKeyReassert, []string{keys[0], boot, keys[1]}, []any{g.Owner, ms, 0, gms}
+		}
+		return scriptKeyReassert, []string{c.Key(g.Lock), boot}, []any{g.Owner, ms, 1, gms}
+	})
+	errs := make([]error, len(gs))
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n == 0:
+			errs[i] = fmt.Errorf("%w: %s key %s is gone or held by another owner", core.ErrLockLost, gs[i].Lock.Kind, c.Key(gs[i].Lock))
+		}
+	}
+	return errs
 }

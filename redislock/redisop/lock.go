@@ -81,6 +81,11 @@ type Result struct {
 	// trying again: the holder's remaining TTL, or the time until the first
 	// semaphore slot or reader expires. Zero when unknown.
 	RetryIn time.Duration
+	// Young, for Client.AcquireCounted with a guard, is how long this
+	// server's grants must not count yet: its data set was first seen less
+	// than the guard ago (it is new, or it restarted and lost its data).
+	// Zero otherwise.
+	Young time.Duration
 }
 
 // NewOwner returns a fresh 128-bit random owner value. Every acquire call

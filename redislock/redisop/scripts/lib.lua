@@ -27,6 +27,41 @@ local function fence(key, us, ttl)
   return us
 end
 
+-- bump advances a durable counter (no TTL) and returns its new value: the
+-- server time in microseconds, or the last value + 1 when that is larger.
+-- A counter lost with the data set therefore starts again above every value
+-- it handed out before, as long as the server's clock has moved on by more
+-- than it stepped back; a counter kept never goes back, whatever the clock.
+local function bump(key, us)
+  local n = tonumber(redis.call('GET', key) or '0')
+  if n < us then
+    n = us
+  else
+    n = n + 1
+  end
+  redis.call('SET', key, string.format('%.0f', n))
+  return n
+end
+
+-- young returns how many ms the grants of this server must not count yet
+-- (0 when guard ms is 0 or has passed): marker holds the server time in ms
+-- at which the data set was first seen by a counted acquire, and is
+-- written now when absent. A server that lost its data set has lost the
+-- marker with it, so it is young again for guard ms after the first
+-- acquire that follows; every grant it lost had expired by then.
+local function young(marker, ms, guard)
+  guard = tonumber(guard)
+  if guard <= 0 then
+    return 0
+  end
+  local born = tonumber(redis.call('GET', marker) or '')
+  if not born then
+    redis.call('SET', marker, string.format('%.0f', ms))
+    born = ms
+  end
+  return math.max(born + guard - ms, 0)
+end
+
 -- again answers a request that already succeeded (the driver retried it after
 -- a lost reply): the grant stands, with the last token handed out.
 local function again(key, us, ttl)

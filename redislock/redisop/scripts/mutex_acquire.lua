@@ -1,7 +1,8 @@
 -- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua; a caller that does
 -- not wait, ARGV[3] = 0, may pass the lock key alone), KEYS[5] (optional)
--- the name's durable counter: when given, a grant increments it and its
--- value is the token (Client.AcquireCounted)
+-- the name's durable counter: when given, a grant advances it (bump) and
+-- its value is the token, and KEYS[6] is the server's boot marker, checked
+-- against ARGV[5] (Client.AcquireCounted)
 -- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] wait ms (0: TryAcquire, do not queue),
 -- ARGV[4] the channel to announce a handoff to this waiter on, or '' to
 -- mark the lock as awaited without queueing (the release then announces on
@@ -9,10 +10,16 @@
 -- The lock key holds "<owner>:<token>", with "+" appended once waiters
 -- queue, so a release without waiters is a GET and a DEL, and the token of
 -- a grant handed over by a release is kept with it.
--- Returns {1, token} when granted, {0, holder's remaining ms} when held. A
+-- ARGV[5] (with KEYS[6]) the young-server guard in ms (see young in lib.lua)
+-- Returns {1, token} when granted, {0, holder's remaining ms} when held;
+-- with KEYS[6], a third element: the ms this server is still young. A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
 -- a release hands the lock to the first live waiter (mutex_release.lua).
 local us, ms = now()
+local left = 0
+if KEYS[6] then
+  left = young(KEYS[6], ms, ARGV[5])
+end
 local mine = ARGV[1] .. ':'
 local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
 local wait = tonumber(ARGV[3])
@@ -23,7 +30,7 @@ if not holder then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
   end
   if KEYS[5] then
-    return {1, redis.call('INCR', KEYS[5])}
+    return {1, bump(KEYS[5], us), left}
   end
   return {1, us}
 end
@@ -38,9 +45,9 @@ if string.sub(holder, 1, #mine) == mine then
     -- The counter was bumped when this grant was made.
     local n = tonumber(redis.call('GET', KEYS[5]) or '0')
     if n > 0 then
-      return {1, n}
+      return {1, n, left}
     end
-    return {1, redis.call('INCR', KEYS[5])}
+    return {1, bump(KEYS[5], us), left}
   end
   return {1, tonumber(string.match(holder, ':(%d+)'))}
 end

@@ -1,0 +1,166 @@
+package tests
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/tests/internal/launch"
+)
+
+// rlTTL is the lease of the restart tests: short, so a trial takes a few
+// seconds, long enough for a loaded 2-core machine to extend in time.
+const rlTTL = 1500 * time.Millisecond
+
+// rlServers starts n Redis servers without persistence, as the servers of a
+// RedLock deployment that lose their data on a restart, and marks their
+// (fresh) data sets old, so that the guard only covers the restarts the
+// test makes.
+func rlServers(t *testing.T, n int) ([]launch.Server, []redis.UniversalClient) {
+	t.Helper()
+	var srvs []launch.Server
+	var clients []redis.UniversalClient
+	for range n {
+		s := launch.Redis(t, launch.RedisConfig{})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+		t.Cleanup(func() { _ = c.Close() })
+		require.NoError(t, c.Set(context.Background(), redlock.DefaultPrefix+"boot", 0, 0).Err())
+		srvs = append(srvs, s)
+		clients = append(clients, c)
+	}
+	return srvs, clients
+}
+
+func rlProvider(t *testing.T, clients []redis.UniversalClient, opts ...redlock.Option) *redlock.Provider {
+	t.Helper()
+	opts = append([]redlock.Option{redlock.WithTTL(rlTTL), redlock.WithMinValidity(rlTTL / 2)}, opts...)
+	p, err := redlock.New(clients, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// restart kills s and starts it again empty, at the same address.
+func restart(t *testing.T, s launch.Server) {
+	t.Helper()
+	s.Kill(t)
+	s.Start(t)
+}
+
+// rlScenario is a trial: hold takes the first holder's lock on the
+// servers, restart restarts some of them empty under it.
+type rlScenario struct {
+	name    string
+	hold    func(t *testing.T, srvs []launch.Server, l core.Locker) core.Handle
+	restart func(t *testing.T, srvs []launch.Server)
+}
+
+var rlScenarios = []rlScenario{
+	{
+		// Kleppmann's: one server down during the acquire, so the holder
+		// has a bare majority; the server comes back empty, then one of the
+		// holder's two restarts empty.
+		name: "kleppmann",
+		hold: func(t *testing.T, srvs []launch.Server, l core.Locker) core.Handle {
+			srvs[2].Kill(t)
+			h, err := l.TryAcquire(context.Background())
+			require.NoError(t, err)
+			srvs[2].Start(t)
+			return h
+		},
+		restart: func(t *testing.T, srvs []launch.Server) { restart(t, srvs[1]) },
+	},
+	{
+		// A rolling restart: two servers, 300 ms apart, one down at a time.
+		name: "rolling restart",
+		hold: func(t *testing.T, srvs []launch.Server, l core.Locker) core.Handle {
+			h, err := l.TryAcquire(context.Background())
+			require.NoError(t, err)
+			return h
+		},
+		restart: func(t *testing.T, srvs []launch.Server) {
+			restart(t, srvs[0])
+			time.Sleep(300 * time.Millisecond) // the operator's pause between two restarts
+			restart(t, srvs[1])
+		},
+	},
+}
+
+// rlOutcome is what one trial saw.
+type rlOutcome struct {
+	overlap bool   // the contender got the lock while the holder's handle was live
+	held    bool   // the holder's handle was live after the contender gave up
+	first   uint64 // the holder's token
+	next    uint64 // the token of the next grant, by the contender
+}
+
+// rlTrial runs one trial: a holder in one Provider, the restarts, then a
+// contender in another Provider waiting up to 2 TTLs while the holder keeps
+// its lock. When the contender gave up, the holder releases and the
+// contender acquires again (waiting out the young servers) for its token.
+func rlTrial(t *testing.T, sc rlScenario, opts ...redlock.Option) rlOutcome {
+	t.Helper()
+	srvs, clients := rlServers(t, 3)
+	name := "restart/" + sc.name
+	l2 := rlProvider(t, clients, opts...).Mutex(name)
+	h1 := sc.hold(t, srvs, rlProvider(t, clients, opts...).Mutex(name))
+	o := rlOutcome{first: h1.FencingToken()}
+	sc.restart(t, srvs)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*rlTTL)
+	h2, err := l2.Acquire(ctx)
+	cancel()
+	if err == nil {
+		o.overlap = h1.Context().Err() == nil
+	} else {
+		require.ErrorIs(t, err, core.ErrNotAcquired)
+		o.held = h1.Context().Err() == nil
+	}
+	_ = h1.Release(context.Background())
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*rlTTL)
+		h2, err = l2.Acquire(ctx)
+		cancel()
+		require.NoError(t, err, "not acquired once the holder released")
+	}
+	o.next = h2.FencingToken()
+	require.NoError(t, h2.Release(context.Background()))
+	return o
+}
+
+// TestRedLockRestartsWithoutPersistence: with the young-server guard (the
+// default), servers that restart empty under a holder never let a second
+// client in while the holder's handle is live, the holder keeps its lock
+// (its extensions place the lost grants again), and the next token is
+// larger although the counters were lost.
+func TestRedLockRestartsWithoutPersistence(t *testing.T) {
+	for _, sc := range rlScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for trial := range 2 {
+				o := rlTrial(t, sc)
+				require.False(t, o.overlap, "trial %d: a second client got the lock while the first held it", trial)
+				assert.True(t, o.held, "trial %d: the holder lost its lock to the restarts", trial)
+				assert.Greater(t, o.next, o.first, "trial %d: the token went back", trial)
+			}
+		})
+	}
+}
+
+// TestRedLockRestartsWithoutGuard shows the hazard the guard removes: with
+// it off and no persistence, the same restarts let a second client in while
+// the first holds the lock. Tokens still increase: the counters start again
+// from the servers' clocks.
+func TestRedLockRestartsWithoutGuard(t *testing.T) {
+	for _, sc := range rlScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			o := rlTrial(t, sc, redlock.WithRestartGuard(0))
+			assert.True(t, o.overlap, "no overlap without the guard: the test no longer shows the hazard")
+			assert.Greater(t, o.next, o.first, "the token went back")
+		})
+	}
+}
