@@ -65,7 +65,7 @@ func (p *Provider) handedByServer(ctx context.Context, g redisop.Grant, token ui
 		err = kit.Busy("handed %s, gone before it was confirmed: %v", g.Lock.Kind, err)
 	}
 	if err != nil {
-		return nil, 0, p.wrap("acquire", g.Lock.Name, err)
+		return nil, 0, kit.Wrap(backend, "acquire", g.Lock.Name, err)
 	}
 	return p.newHandle(g, token, start), 0, nil
 }
