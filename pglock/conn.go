@@ -422,9 +422,10 @@ func (p *Provider) keepalive() {
 
 // ping checks c in one round trip and fails it if the ping fails or takes
 // longer than d. A connection busy with another statement for all of d is
-// skipped: that statement reports its own failure.
+// skipped: that statement reports its own failure. The ping's d starts once
+// it has the connection, so time spent waiting behind our own statements
+// never counts against a healthy server.
 func (c *conn) ping(d time.Duration) {
-	deadline := time.Now().Add(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -436,6 +437,7 @@ func (c *conn) ping(d time.Duration) {
 	if c.isBroken() {
 		return
 	}
+	deadline := time.Now().Add(d)
 	// A socket deadline, not a context: a server that stopped answering
 	// (a cut network sends no reset) fails the ping at the deadline, with
 	// no cancel request to wait for.
