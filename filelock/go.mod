@@ -3,7 +3,7 @@ module github.com/distlock/distlock/filelock
 go 1.26.0
 
 require (
-	github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/core v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.49.0

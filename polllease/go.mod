@@ -2,7 +2,7 @@ module github.com/distlock/distlock/polllease
 
 go 1.26.0
 
-require github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
+require github.com/distlock/distlock/core v0.1.0
 
 require (
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
@@ -10,7 +10,7 @@ require (
 )
 
 require (
-	github.com/distlock/distlock/filelock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/filelock v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )

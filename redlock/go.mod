@@ -3,8 +3,8 @@ module github.com/distlock/distlock/redlock
 go 1.26.0
 
 require (
-	github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/core v0.1.0
+	github.com/distlock/distlock/redislock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

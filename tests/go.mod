@@ -1,10 +1,12 @@
+// Not published: the repository's cross-module tests and tools;
+// tests/cmd/release lists the unpublished modules.
 module github.com/distlock/distlock/tests
 
 go 1.26.0
 
 require (
-	github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/natslock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/core v0.1.0
+	github.com/distlock/distlock/natslock v0.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -64,11 +66,11 @@ require (
 )
 
 require (
-	github.com/distlock/distlock/election v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/filelock v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/pglock v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/polllease v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/election v0.1.0
+	github.com/distlock/distlock/filelock v0.1.0
+	github.com/distlock/distlock/pglock v0.1.0
+	github.com/distlock/distlock/polllease v0.1.0
+	github.com/distlock/distlock/redislock v0.1.0
 	github.com/klauspost/compress v1.20.0 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
@@ -91,7 +93,7 @@ replace github.com/distlock/distlock/polllease => ../polllease
 
 require (
 	github.com/bsm/redislock v0.9.4
-	github.com/distlock/distlock/redlock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/redlock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.13.0
 	github.com/gofrs/flock v0.12.1
 	github.com/moby/moby/api v1.56.1
