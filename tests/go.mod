@@ -100,6 +100,7 @@ require (
 	github.com/moby/moby/client v0.6.2
 	github.com/testcontainers/testcontainers-go v0.45.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.41.0
 )
 
 replace github.com/distlock/distlock/filelock => ../filelock
