@@ -73,10 +73,10 @@ func checkDeps(p program, prefix string, deps map[string]bool) error {
 
 // A consumer is a module outside the repository (GOWORK=off) whose go
 // command finds the distlock modules in a file:// proxy first and verifies
-// every other module against the checksum database as usual.
+// every other module against the checksum database as usual. It holds at
+// most one program, in its root directory.
 type consumer struct {
 	dir string
-	bin string // the programs, built
 	env []string
 }
 
@@ -99,16 +99,15 @@ func fallbackProxies() ([]string, error) {
 	return append(chain, lines[0]), nil
 }
 
-// newConsumer makes a consumer module in work/consumer that reads modules
-// from proxyDir first, then from the proxies of fallback. Its own module
-// cache is work/modcache, so that no earlier run's copy of one of our
-// modules stands in for the one just packed.
-func newConsumer(work, proxyDir, prefix string, fallback []string) (*consumer, error) {
+// newConsumer makes a consumer module in dir that reads modules from
+// proxyDir first, then from the proxies of fallback. modcache, its module
+// cache, must be new to this run, so that no earlier run's copy of one of
+// our modules stands in for the one just packed.
+func newConsumer(dir, proxyDir, modcache, prefix string, fallback []string) (*consumer, error) {
 	chain := append([]string{fileURL(proxyDir)}, fallback...)
 	mod := strings.TrimSuffix(prefix, "/")
 	c := &consumer{
-		dir: filepath.Join(work, "consumer"),
-		bin: filepath.Join(work, "bin"),
+		dir: dir,
 		env: goEnv(map[string]string{
 			"GOWORK":              "off",
 			"GOFLAGS":             "-mod=mod -modcacherw -trimpath", // -trimpath: the build cache serves every run, whatever its GOMODCACHE
@@ -117,7 +116,7 @@ func newConsumer(work, proxyDir, prefix string, fallback []string) (*consumer, e
 			"GOPRIVATE":           "",           // a private path would skip the proxy
 			"GONOPROXY":           "",           // likewise
 			"GOVCS":               mod + ":off", // never fetch ours from their repository
-			"GOMODCACHE":          filepath.Join(work, "modcache"),
+			"GOMODCACHE":          modcache,
 			"GOTOOLCHAIN":         "local",
 			"GIT_TERMINAL_PROMPT": "0",
 		}),
@@ -168,27 +167,38 @@ func (c *consumer) versions() (map[string]string, error) {
 	return vs, nil
 }
 
-// addPrograms copies each program's main.go from src into the consumer.
-func (c *consumer) addPrograms(src string) error {
-	for _, p := range programs {
-		data, err := os.ReadFile(filepath.Join(src, p.name, "main.go"))
-		if err != nil {
-			return err
-		}
-		dir := filepath.Join(c.dir, p.name)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, "main.go"), data, 0o644); err != nil {
-			return err
+// checkBuildList reports a module of the consumer's build list, with path
+// prefix, at another version than version.
+func (c *consumer) checkBuildList(prefix, version string) error {
+	vs, err := c.versions()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range sortedKeys(vs) {
+		if strings.HasPrefix(p, prefix) && vs[p] != version {
+			errs = append(errs, fmt.Errorf("%s is at %s", p, vs[p]))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// deps returns the modules of the packages program name is built from.
-func (c *consumer) deps(name string) (map[string]bool, error) {
-	out, err := c.goCmd("list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", "./"+name)
+// build copies the program src (a main.go) into the consumer and builds it.
+func (c *consumer) build(src string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "main.go"), data, 0o644); err != nil {
+		return err
+	}
+	_, err = c.goCmd("build", "-o", filepath.Join(c.dir, "program"), ".")
+	return err
+}
+
+// deps returns the modules of the packages the program is built from.
+func (c *consumer) deps() (map[string]bool, error) {
+	out, err := c.goCmd("list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", ".")
 	if err != nil {
 		return nil, err
 	}
@@ -201,16 +211,15 @@ func (c *consumer) deps(name string) (map[string]bool, error) {
 	return deps, nil
 }
 
-// runProgram runs the built program name, which must succeed within a
-// minute.
-func (c *consumer) runProgram(name string) error {
+// run runs the built program, which must succeed within a minute.
+func (c *consumer) run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name))
+	cmd := exec.CommandContext(ctx, filepath.Join(c.dir, "program"))
 	cmd.Dir = c.dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %v\n%s", name, err, indent(out))
+		return fmt.Errorf("%v\n%s", err, indent(out))
 	}
 	return nil
 }

@@ -22,11 +22,12 @@
 //   - a dependency two modules require is required at one version;
 //   - go mod tidy -diff is clean in every module;
 //   - the published modules, packed at that version into a throwaway
-//     file:// module proxy, can each be fetched with go get by a module
-//     outside the workspace, which then builds a program per backend,
-//     election and polllease (programs/), runs those needing no server, and
-//     finds in each program's build its own backend's driver and none of
-//     another backend's drivers or of the test-only modules.
+//     file:// module proxy, can each be fetched with go get by a new module
+//     outside the workspace, whose build list then has every distlock
+//     module at that version; there a program per backend, election and
+//     polllease (programs/) builds, runs if it needs no server, and has in
+//     its build its own backend's driver and none of another backend's
+//     drivers or of the test-only modules.
 //
 // It prints one line per check and ends with "release-check: N passed, N
 // failed". -keep keeps the throwaway proxy and consumer module and prints
@@ -189,8 +190,9 @@ func check(root string, keep bool, w io.Writer) error {
 }
 
 // checkPublished packs the published modules at version into a throwaway
-// proxy and checks them from a consumer module (see the package doc). Its
-// error is one that stopped it from checking at all.
+// proxy and checks each from a new consumer module, as a user who starts
+// with that module alone (see the package doc). Its error is one that
+// stopped it from checking at all.
 func checkPublished(r *repo, version string, keep bool, rep *report) error {
 	work, err := os.MkdirTemp("", "distlock-release-check-")
 	if err != nil {
@@ -210,48 +212,41 @@ func checkPublished(r *repo, version string, keep bool, rep *report) error {
 	if err != nil {
 		return err
 	}
-	c, err := newConsumer(work, proxyDir, r.Prefix, fallback)
-	if err != nil {
-		return err
-	}
 	for _, m := range r.published() {
-		_, err := c.goCmd("get", m.Path+"@"+version)
-		rep.check("go get "+m.Path+"@"+version, err)
-	}
-	rep.check("the consumer's build list has every published module at "+version, consumerVersions(c, r, version))
-	if err := c.addPrograms(filepath.Join(r.Root, "tests", "cmd", "release", "programs")); err != nil {
-		return err
-	}
-	_, err = c.goCmd("build", "-o", c.bin+string(filepath.Separator), "./...")
-	if !rep.check("go build ./... of a program per backend, election and polllease", err) {
-		return nil
-	}
-	for _, p := range programs {
-		deps, err := c.deps(p.name)
-		if err == nil {
-			err = checkDeps(p, r.Prefix, deps)
+		c, err := newConsumer(filepath.Join(work, "consumer", m.Dir), proxyDir, filepath.Join(work, "modcache"), r.Prefix, fallback)
+		if err != nil {
+			return err
 		}
-		rep.check(fmt.Sprintf("%s program: its build has %s and no other driver or test-only module",
-			p.name, strings.Join(append(p.uses, p.drivers...), ", ")), err)
-		if p.run {
-			rep.check(p.name+" program runs", c.runProgram(p.name))
+		// One module per consumer: a go get of several at once would let
+		// one's requirement at version hide another's at an older one.
+		if _, err := c.goCmd("get", m.Path+"@"+version); !rep.check("go get "+m.Path+"@"+version+" in a new module", err) {
+			continue
+		}
+		rep.check(m.Dir+": the build list has every distlock module at "+version, c.checkBuildList(r.Prefix, version))
+		for _, p := range programs {
+			if p.name == m.Dir {
+				checkProgram(rep, c, p, r)
+			}
 		}
 	}
 	return nil
 }
 
-// consumerVersions reports a published module that the consumer's build list
-// has at another version than version.
-func consumerVersions(c *consumer, r *repo, version string) error {
-	vs, err := c.versions()
-	if err != nil {
-		return err
+// checkProgram builds p in the consumer c, checks its build's modules, and
+// runs it if it needs no server.
+func checkProgram(rep *report, c *consumer, p program, r *repo) {
+	src := filepath.Join(r.Root, "tests", "cmd", "release", "programs", p.name, "main.go")
+	err := c.build(src)
+	if !rep.check(p.name+" program builds", err) {
+		return
 	}
-	var errs []error
-	for _, m := range r.published() {
-		if vs[m.Path] != version {
-			errs = append(errs, fmt.Errorf("%s is at %q", m.Path, vs[m.Path]))
-		}
+	deps, err := c.deps()
+	if err == nil {
+		err = checkDeps(p, r.Prefix, deps)
 	}
-	return errors.Join(errs...)
+	rep.check(fmt.Sprintf("%s program: its build has %s and no other driver or test-only module",
+		p.name, strings.Join(append(p.uses, p.drivers...), ", ")), err)
+	if p.run {
+		rep.check(p.name+" program runs", c.run())
+	}
 }
