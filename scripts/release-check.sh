@@ -5,7 +5,7 @@
 # module outside the workspace, builds there, and pulls in no other backend's
 # driver; the package doc of tests/cmd/release lists every check.
 #
-#   scripts/release-check.sh [-keep]   -keep: keep the throwaway proxy and module
+#   scripts/release-check.sh [-keep]   -keep: keep the throwaway proxy and modules
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

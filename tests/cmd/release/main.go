@@ -17,8 +17,9 @@
 // check fails unless all of this holds:
 //   - every sibling requirement names one release version, the one in the
 //     repository, and CHANGELOG.md has a "## [VERSION]" heading;
-//   - each sibling required is a published module of go.work and has a
-//     replace directive to its directory;
+//   - each sibling required is a module of go.work, a published one when
+//     a published module requires it, with a replace directive to its
+//     directory;
 //   - a dependency two modules require is required at one version;
 //   - go mod tidy -diff is clean in every module;
 //   - the published modules, packed at that version into a throwaway
@@ -30,7 +31,7 @@
 //     drivers or of the test-only modules.
 //
 // It prints one line per check and ends with "release-check: N passed, N
-// failed". -keep keeps the throwaway proxy and consumer module and prints
+// failed". -keep keeps the throwaway proxy and consumer modules and prints
 // where they are.
 package main
 
@@ -62,7 +63,7 @@ func main() {
 		err = bump(root, modulePrefix, args[1], os.Stdout)
 	case len(args) >= 1 && args[0] == "check":
 		fs := flag.NewFlagSet("check", flag.ExitOnError)
-		keep := fs.Bool("keep", false, "keep the throwaway proxy and consumer module")
+		keep := fs.Bool("keep", false, "keep the throwaway proxy and consumer modules")
 		_ = fs.Parse(args[1:]) // ExitOnError
 		err = check(root, *keep, os.Stdout)
 	default:
