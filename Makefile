@@ -2,23 +2,33 @@
 #
 #   make test           gofmt check + go vet + go test -race in every module of
 #                       go.work, against throwaway redis/PostgreSQL/NATS servers
-#                       (installed via apt when missing and run as root on Debian)
+#                       (installed via apt when missing and run as root on Debian),
+#                       then make release-check
+#   make release-check  every module tidy, requiring its siblings at one release
+#                       version, and fetchable with go get from a throwaway module
+#                       proxy by a module outside the workspace, where a program
+#                       per backend builds without another backend's driver
 #   make vet | fmt      go vet / gofmt -l check only, no servers
 #   make bench          benchmarks in every module, against throwaway servers
 #   make services-up    start servers in .services/ for local work, then:
 #                           source .services/env && (cd redislock && go test ./...)
 #   make services-down  stop them
 #
-# The logic lives in scripts/ (plain bash), so each target is one command and
-# the servers are always stopped by the script's EXIT trap, even on failure.
+# The logic lives in scripts/ (plain bash; release-check runs the Go program
+# tests/cmd/release), so each target is a command or two, and the servers are
+# always stopped by scripts/test.sh's EXIT trap, even on failure.
 
 SERVICES_DIR := .services
 
 .DEFAULT_GOAL := test
-.PHONY: test vet fmt bench services-up services-down
+.PHONY: test release-check vet fmt bench services-up services-down
 
 test:
 	scripts/test.sh test
+	scripts/release-check.sh
+
+release-check:
+	scripts/release-check.sh
 
 vet:
 	scripts/test.sh vet

@@ -1,26 +1,28 @@
+// Not published: these programs run from a clone (go run ./examples/...);
+// tests/cmd/release lists the unpublished modules.
 module github.com/distlock/distlock/examples
 
-go 1.24
+go 1.26.0
 
-require github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
+require github.com/distlock/distlock/core v0.1.0
 
 replace github.com/distlock/distlock/core => ../core
 
 require (
-	github.com/distlock/distlock/filelock v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.22.0
+	github.com/distlock/distlock/filelock v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	go.uber.org/atomic v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
 )
 
 require (
-	github.com/distlock/distlock/election v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/polllease v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
-	golang.org/x/sys v0.30.0 // indirect
+	github.com/distlock/distlock/election v0.1.0
+	github.com/distlock/distlock/polllease v0.1.0
+	github.com/distlock/distlock/redislock v0.1.0
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace github.com/distlock/distlock/filelock => ../filelock

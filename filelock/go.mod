@@ -1,19 +1,14 @@
 module github.com/distlock/distlock/filelock
 
-go 1.24
+go 1.26.0
 
 require (
-	github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
-	github.com/stretchr/testify v1.11.1
+	github.com/distlock/distlock/core v0.1.0
+	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.30.0
+	golang.org/x/sys v0.49.0
 )
 
-require (
-	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/kr/text v0.2.0 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
 
 replace github.com/distlock/distlock/core => ../core

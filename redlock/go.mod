@@ -1,25 +1,21 @@
 module github.com/distlock/distlock/redlock
 
-go 1.24
+go 1.26.0
 
 require (
-	github.com/distlock/distlock/core v0.0.0-00010101000000-000000000000
-	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.22.0
+	github.com/distlock/distlock/core v0.1.0
+	github.com/distlock/distlock/redislock v0.1.0
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
-require (
-	github.com/davecgh/go-spew v1.1.1 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
-)
+require go.yaml.in/yaml/v3 v3.0.5 // indirect
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/stretchr/testify v1.11.1
-	go.uber.org/atomic v1.11.0 // indirect
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )
 
 replace (

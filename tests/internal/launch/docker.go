@@ -2,13 +2,15 @@ package launch
 
 import (
 	"context"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/go-connections/nat"
 	"github.com/jackc/pgx/v5"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -67,9 +69,9 @@ func (s *dockerServer) freeze(t testing.TB, pause bool) {
 	}
 	defer cli.Close()
 	if pause {
-		err = cli.ContainerPause(ctx, s.c.GetContainerID())
+		_, err = cli.ContainerPause(ctx, s.c.GetContainerID(), client.ContainerPauseOptions{})
 	} else {
-		err = cli.ContainerUnpause(ctx, s.c.GetContainerID())
+		_, err = cli.ContainerUnpause(ctx, s.c.GetContainerID(), client.ContainerUnpauseOptions{})
 	}
 	if err != nil {
 		t.Fatalf("launch: docker pause/unpause: %v", err)
@@ -82,9 +84,13 @@ func runContainer(t testing.TB, req testcontainers.ContainerRequest, port string
 	ready func(addr string) func(ctx context.Context) error) *dockerServer {
 	t.Helper()
 	host := freePort(t)
+	cport, err := network.ParsePort(port)
+	if err != nil {
+		t.Fatalf("launch: %s: container port %q: %v", req.Image, port, err)
+	}
 	req.ExposedPorts = []string{port}
 	req.HostConfigModifier = func(hc *container.HostConfig) {
-		hc.PortBindings = nat.PortMap{nat.Port(port): {{HostIP: "127.0.0.1", HostPort: strconv.Itoa(host)}}}
+		hc.PortBindings = network.PortMap{cport: {{HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: strconv.Itoa(host)}}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // may pull the image
 	defer cancel()
