@@ -261,3 +261,16 @@ func (u *URL) Err() error {
 	}
 	return u.Invalid("parameter "+keys[0], "unknown: %s:// takes %s", u.Scheme, strings.Join(known, ", "))
 }
+
+// Handoff calls set with the bounds of local handoff runs (a backend's
+// WithLocalHandoff) that parameters handoff_max (an integer) and
+// handoff_span (a duration) give, when the URL has either; the default
+// (DefaultHandoffLimits) stands for the one it lacks.
+func (u *URL) Handoff(set func(HandoffLimits)) {
+	l, given := DefaultHandoffLimits(), false
+	u.Int("handoff_max", func(n int) { l.Max, given = n, true })
+	u.Duration("handoff_span", func(d time.Duration) { l.Span, given = d, true })
+	if given {
+		set(l)
+	}
+}
