@@ -53,12 +53,13 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 		return nil, noTTL
 	case len(u.Hosts) == 0:
 		return nil, u.Invalid("host", "postgres:// needs a host")
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
 	}
 	cfg, err := pgxpool.ParseConfig(u.Format(u.Scheme, u.Hosts, rest))
 	if err != nil {
 		return nil, u.Invalid("pgx connection string", "%v", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -44,13 +44,14 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 	if err := u.Err(); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	rdb, err := clientFromURL(u, rest)
+	newClient, err := clientFromURL(u, rest)
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rdb := newClient()
 	p, err := New(rdb, append(urlOpts, opts...)...)
 	if err != nil {
 		_ = rdb.Close()
@@ -60,9 +61,10 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 	return p, nil
 }
 
-// clientFromURL makes the go-redis client that u names (the schemes of
-// Open), with the driver's parameters query. It does no I/O.
-func clientFromURL(u *kit.URL, query url.Values) (redis.UniversalClient, error) {
+// clientFromURL checks the go-redis settings that u names (the schemes of
+// Open), with the driver's parameters query, and returns the func that
+// makes the client. It does no I/O.
+func clientFromURL(u *kit.URL, query url.Values) (func() redis.UniversalClient, error) {
 	scheme := "redis"
 	if strings.HasPrefix(u.Scheme, "rediss") {
 		scheme = "rediss"
@@ -76,7 +78,7 @@ func clientFromURL(u *kit.URL, query url.Values) (redis.UniversalClient, error) 
 		if err != nil {
 			return nil, u.Invalid("go-redis options", "%v", err)
 		}
-		return redis.NewClient(opt), nil
+		return func() redis.UniversalClient { return redis.NewClient(opt) }, nil
 	case "redis+cluster", "rediss+cluster":
 		switch {
 		case len(u.Hosts) == 0:
@@ -95,7 +97,7 @@ func clientFromURL(u *kit.URL, query url.Values) (redis.UniversalClient, error) 
 		if err != nil {
 			return nil, u.Invalid("go-redis options", "%v", err)
 		}
-		return redis.NewClusterClient(opt), nil
+		return func() redis.UniversalClient { return redis.NewClusterClient(opt) }, nil
 	}
 	return nil, u.Invalid("scheme", "redislock opens redis://, rediss://, redis+cluster:// and rediss+cluster://, not %s://", u.Scheme)
 }

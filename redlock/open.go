@@ -46,24 +46,26 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 		return nil, u.Err()
 	case len(u.Hosts) == 0:
 		return nil, u.Invalid("host", "redlock:// lists its servers, as in redlock://h1:6379,h2:6379,h3:6379")
-	case ctx.Err() != nil:
-		return nil, ctx.Err()
 	}
-	clients := make([]redis.UniversalClient, 0, len(u.Hosts))
+	settings := make([]*redis.Options, len(u.Hosts))
+	for i, h := range u.Hosts {
+		if settings[i], err = redis.ParseURL(u.Format(scheme, []string{h}, rest)); err != nil {
+			return nil, u.Invalid("go-redis options", "%v", err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	clients := make([]redis.UniversalClient, len(settings))
+	for i, opt := range settings {
+		clients[i] = redis.NewClient(opt)
+	}
 	closeAll := func() error {
 		var errs []error
 		for _, c := range clients {
 			errs = append(errs, c.Close())
 		}
 		return errors.Join(errs...)
-	}
-	for _, h := range u.Hosts {
-		opt, err := redis.ParseURL(u.Format(scheme, []string{h}, rest))
-		if err != nil {
-			_ = closeAll()
-			return nil, u.Invalid("go-redis options", "%v", err)
-		}
-		clients = append(clients, redis.NewClient(opt))
 	}
 	p, err := New(clients, append(urlOpts, opts...)...)
 	if err != nil {
