@@ -13,6 +13,7 @@ import (
 
 	"github.com/distlock/distlock"
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 )
 
 // Exit statuses of distlock itself; see the package documentation.
@@ -153,7 +154,8 @@ func (c *cli) fail(err error) int {
 func (c *cli) open(ctx context.Context, rawURL string) (distlock.Provider, error) {
 	p, err := distlock.Open(ctx, rawURL)
 	if err == nil {
-		c.log.Debug("opened", "url", redacted(rawURL))
+		u, _ := kit.ParseURL(rawURL) // parsed by Open already
+		c.log.Debug("opened", "url", u.String())
 	}
 	return p, err
 }
@@ -165,15 +167,6 @@ func withParam(rawURL, key, value string) string {
 		sep = "&"
 	}
 	return rawURL + sep + key + "=" + value
-}
-
-// redacted is rawURL as the logs show it: up to its user info's password.
-func redacted(rawURL string) string {
-	scheme, rest, ok := strings.Cut(rawURL, "://")
-	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
-		return scheme + "://…@" + rest[at+1:]
-	}
-	return rawURL
 }
 
 func (c *cli) version() int {

@@ -113,8 +113,8 @@ func checkHost(h string) error {
 	return nil
 }
 
-// redactRaw hides the password of a URL that failed to parse: everything
-// between the scheme's "//" and the last "@" of the authority.
+// redactRaw hides the password of a URL that failed to parse: what lies
+// between the first ":" of the user info and its "@".
 func redactRaw(raw string) string {
 	scheme, rest, ok := strings.Cut(raw, "://")
 	if !ok {
