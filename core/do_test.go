@@ -6,11 +6,22 @@ import (
 	"testing"
 
 	"github.com/distlock/distlock/core"
-	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/memlock"
 )
 
+// newLocks returns an in-memory Provider, closed with the test.
+func newLocks(t *testing.T) *memlock.Provider {
+	t.Helper()
+	p, err := memlock.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
 func TestDo(t *testing.T) {
-	l := &memLocker{name: "do"}
+	l := newLocks(t).Mutex("do")
 	want := errors.New("work failed")
 	err := core.Do(context.Background(), l, func(ctx context.Context) error {
 		if _, err := l.TryAcquire(ctx); !errors.Is(err, core.ErrNotAcquired) {
@@ -29,7 +40,7 @@ func TestDo(t *testing.T) {
 }
 
 func TestDoContextEndsWithLock(t *testing.T) {
-	l := &memLocker{name: "do"}
+	l := newLocks(t).Mutex("do")
 	var inner context.Context
 	_ = core.Do(context.Background(), l, func(ctx context.Context) error {
 		inner = ctx
@@ -41,7 +52,8 @@ func TestDoContextEndsWithLock(t *testing.T) {
 }
 
 func TestAcquireAll(t *testing.T) {
-	a, b := &memLocker{name: "a"}, &memLocker{name: "b"}
+	locks := newLocks(t)
+	a, b := locks.Mutex("a"), locks.Mutex("b")
 	h, err := core.AcquireAll(context.Background(), a, b)
 	if err != nil {
 		t.Fatal(err)
@@ -52,17 +64,18 @@ func TestAcquireAll(t *testing.T) {
 	if err := h.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []*memLocker{a, b} {
+	for _, l := range []core.Locker{a, b} {
 		h, err := l.TryAcquire(context.Background())
 		if err != nil {
-			t.Fatalf("%s still held after Release: %v", l.name, err)
+			t.Fatalf("%s still held after Release: %v", l.Name(), err)
 		}
 		_ = h.Release(context.Background())
 	}
 }
 
 func TestAcquireAllRollsBack(t *testing.T) {
-	a, b := &memLocker{name: "a"}, &memLocker{name: "b"}
+	locks := newLocks(t)
+	a, b := locks.Mutex("a"), locks.Mutex("b")
 	hb, _ := b.TryAcquire(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -81,13 +94,13 @@ func TestAcquireAllRollsBack(t *testing.T) {
 }
 
 func TestAcquireAllMemberLost(t *testing.T) {
-	a, b := &memLocker{name: "a"}, &memLocker{name: "b"}
+	locks := newLocks(t)
+	a, b := locks.Mutex("a"), locks.Mutex("b")
 	h, err := core.AcquireAll(context.Background(), a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := h.(interface{ Handles() []core.Handle })
-	m.Handles()[1].(*kit.BaseHandle).Lose(errors.New("gone"))
+	locks.Break("b")
 	<-h.Context().Done()
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		t.Fatalf("cause = %v", context.Cause(h.Context()))

@@ -35,7 +35,9 @@
 // acquired with. A mutex, a reader-writer lock and a semaphore with the same
 // name are distinct locks.
 //
-// The package core/locktest checks all of this against any Provider.
+// The package core/locktest checks all of this against any Provider, and
+// core/memlock is a Provider in memory, for the tests of code written
+// against this package.
 //
 // # Optional interfaces
 //

@@ -5,10 +5,13 @@ import (
 	"fmt"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/memlock"
 )
 
 func ExampleDo() {
-	var l core.Locker = &memLocker{name: "reports"} // any backend's Locker
+	locks, _ := memlock.New() // or any backend's Provider
+	defer locks.Close()
+	var l core.Locker = locks.Mutex("reports")
 	err := core.Do(context.Background(), l, func(ctx context.Context) error {
 		// ctx is done if the lock is lost: stop writing when it is.
 		fmt.Println("generating the report under the lock")

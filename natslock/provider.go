@@ -124,6 +124,8 @@ type Provider struct {
 
 	mmu      sync.Mutex
 	memberKV jetstream.KeyValue // created on first use
+
+	owned func() // closes the connection Open made; nil after New
 }
 
 var (
@@ -244,8 +246,8 @@ var ErrClosed = errors.New("natslock: provider closed")
 
 // Close stops renewing: every handle still held is marked lost (its key
 // expires after the TTL unless released first). It stops the watchers and
-// waits for the Provider's goroutines. It does not close the NATS
-// connection, which belongs to the caller.
+// waits for the Provider's goroutines. It closes the NATS connection only
+// when Open made it: otherwise the connection belongs to the caller.
 func (p *Provider) Close() error {
 	p.wmu.Lock()
 	p.closed = true
@@ -258,6 +260,9 @@ func (p *Provider) Close() error {
 	}
 	p.keeper.Close()
 	p.wg.Wait()
+	if p.owned != nil {
+		p.owned()
+	}
 	return nil
 }
 

@@ -53,6 +53,8 @@ type Provider struct {
 	keepStarted bool
 	keepStop    chan struct{}
 	keepDone    chan struct{}
+
+	owned bool // Open made the pool: Close closes it
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -112,7 +114,8 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 // Close releases every lock the Provider holds (by closing its connections:
 // the server frees a session's advisory locks when it ends), cancels every
 // open handle's context with core.ErrLockLost, interrupts blocking waits and
-// stops the keepalive goroutine. Acquires after Close fail.
+// stops the keepalive goroutine. Acquires after Close fail. It closes the
+// pool only when Open made it.
 func (p *Provider) Close() error {
 	p.mu.Lock()
 	if p.closed {
@@ -151,6 +154,9 @@ func (p *Provider) Close() error {
 		c.mu.Lock()
 		c.fail(errClosed)
 		c.mu.Unlock()
+	}
+	if p.owned {
+		p.pool.Close()
 	}
 	return nil
 }

@@ -37,6 +37,7 @@ type Provider struct {
 	keeper *kit.Keeper
 	waker  *redisop.Waker
 	closed atomic.Bool
+	owned  func() error // closes the client Open made; nil after New
 
 	hand kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
 }
@@ -88,13 +89,16 @@ func (p *Provider) TTL() time.Duration { return p.cfg.ttl }
 
 // Close stops the Provider's goroutines. Handles still held are marked lost
 // (their contexts end with core.ErrLockLost) and their grants expire on the
-// server after the TTL unless released; Release still works after Close,
-// acquires fail. Close does not close the redis client. It always returns
-// nil.
+// server after the TTL unless released; acquires fail. Release still works
+// after Close, except on a Provider from Open: Close also closes the client
+// Open made (and returns the error of closing it), so release first.
 func (p *Provider) Close() error {
 	p.closed.Store(true)
 	p.keeper.Close()
 	p.waker.Close()
+	if p.owned != nil {
+		return p.owned()
+	}
 	return nil
 }
 

@@ -29,7 +29,8 @@ type Provider struct {
 	bg     sync.WaitGroup // calls that outlive the operation that started them
 	bgCtx  context.Context
 	stopBg context.CancelFunc
-	work   *workers // runs the per-server calls; its goroutines are in bg
+	work   *workers     // runs the per-server calls; its goroutines are in bg
+	owned  func() error // closes the clients Open made; nil after New
 }
 
 type server struct {
@@ -92,8 +93,9 @@ func (p *Provider) Quorum() int { return p.quorum }
 
 // Close stops the Provider's goroutines and waits for calls still in flight
 // (bounded by their timeouts). Handles still held are marked lost; their
-// grants expire on the servers after the TTL unless released. Close does
-// not close the redis clients. It always returns nil.
+// grants expire on the servers after the TTL unless released. Close closes
+// the redis clients only when Open made them (and returns the error of
+// closing them): release first.
 func (p *Provider) Close() error {
 	p.keeper.Close()
 	for _, s := range p.servers {
@@ -101,6 +103,9 @@ func (p *Provider) Close() error {
 	}
 	p.stopBg()
 	p.bg.Wait()
+	if p.owned != nil {
+		return p.owned()
+	}
 	return nil
 }
 

@@ -22,6 +22,9 @@
 //   - [ValidateName] rejects what no backend can lock (the empty name,
 //     invalid UTF-8); [SafeName] encodes any name into a short string safe
 //     for file names and keys.
+//   - [ParseURL] takes a lock URL apart for a backend's Open: scheme, user,
+//     one or more hosts, path, and query parameters read once each, with
+//     errors that name the part at fault and never show the password.
 //   - [Busy], [NotAcquired] and [Invalid] build errors that match the core
 //     sentinels; [FailedLocker] reports a bad name or argument from the
 //     first acquire call, as core.Provider promises.
