@@ -9,7 +9,8 @@
 // directories for work inside the repository; the go command ignores the
 // replace directives of a dependency, so users get the siblings at that
 // version from the module proxy. Every module of go.work but examples and
-// tests is published, each tagged <dir>/VERSION (core/v0.1.0).
+// tests is published, each tagged <dir>/VERSION (core/v0.1.0; the root
+// module VERSION alone).
 //
 // bump sets every sibling requirement, in every module of go.work, to
 // VERSION and prints the tags to push.
@@ -124,12 +125,21 @@ func bump(root, prefix, version string, w io.Writer) error {
 	fmt.Fprintln(w, "make release-check, a commit, and on that commit one tag per published module:")
 	var tags []string
 	for _, m := range r.published() {
-		tags = append(tags, m.Dir+"/"+version)
-		fmt.Fprintln(w, "  "+m.Dir+"/"+version)
+		tags = append(tags, tagOf(m.Dir, version))
+		fmt.Fprintln(w, "  "+tagOf(m.Dir, version))
 	}
 	fmt.Fprintf(w, "e.g. for t in %s; do git tag -a \"$t\" -m \"$t\"; done; git push origin %s\n",
 		strings.Join(tags, " "), strings.Join(tags, " "))
 	return nil
+}
+
+// tagOf is the tag of the module in dir at version: the version alone for
+// the module at the repository root, dir/version for the others.
+func tagOf(dir, version string) string {
+	if dir == "." {
+		return version
+	}
+	return dir + "/" + version
 }
 
 // A report prints one line per check, with the time since the previous
