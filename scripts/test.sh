@@ -10,10 +10,26 @@
 # Every module runs even when an earlier one fails; the exit status is non-zero
 # if anything failed, and a summary line per module says which.
 #
+# `test` spends most of its time waiting (on servers, TTLs, timeouts), not
+# computing, so it runs in phases:
+#   1. while the servers start: go vet over all modules (one go command), and
+#      the race build of every test package (go list -export), so the
+#      compiler's CPU use does not overlap timing-sensitive tests;
+#   2. go test -race in several modules at a time against the shared servers
+#      (every test names its keys/tables/buckets uniquely), the slowest
+#      modules first. Each module's output goes to its own log, printed whole
+#      when the module is done, so the output stays readable.
+# `bench` runs one module at a time: benchmarks must not share the CPU.
+#
 # Environment:
 #   DISTLOCK_FAIL_ON_SKIP=0   only list skipped tests instead of failing on them (skips are
 #                             always listed in the summary)
 #   DISTLOCK_TEST_TIMEOUT     go test -timeout per module (default 15m)
+#   DISTLOCK_TEST_JOBS        modules tested at a time (default 4; 1 = one after another)
+#   DISTLOCK_TEST_FIRST       modules to start first, longest first (default below, from
+#                             measured run times); the others follow in go.work order
+#   DISTLOCK_TEST_JSON_DIR    keep each module's `go test -json` output there, as <module>.json
+#                             (per-test timings, e.g. to find the slowest tests)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +44,18 @@ test | vet | fmt | bench) ;;
 	;;
 esac
 
+# Module run times of a plain (one module at a time) `make test` on 2 cores:
+# tests 84s, redlock 77s, redislock 74s, pglock 59s, natslock 43s,
+# polllease 36s, the rest 10s or less. Starting the long ones first keeps the
+# critical path at the longest module.
+FIRST=${DISTLOCK_TEST_FIRST-tests redlock redislock pglock natslock polllease}
+JOBS=${DISTLOCK_TEST_JOBS:-4}
+if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
+	echo "DISTLOCK_TEST_JOBS must be a positive number, not '$JOBS'" >&2
+	exit 2
+fi
+[[ $mode == bench ]] && JOBS=1
+
 say() { printf '==> %s\n' "$*"; }
 
 # Microseconds since the epoch, and seconds elapsed since such a stamp.
@@ -38,7 +66,7 @@ since() {
 }
 
 if ! command -v go >/dev/null 2>&1; then
-	echo "go not found in PATH: install Go >= 1.24 from https://go.dev/dl/" >&2
+	echo "go not found in PATH: install Go >= 1.26 from https://go.dev/dl/" >&2
 	exit 1
 fi
 go version
@@ -65,11 +93,70 @@ chmod 755 "$WORK"
 STATEDIR=""
 services_started=0
 
+# ------------------------------------------------------------ background jobs --
+#
+# A job runs a command in a subshell of its own process group (so that we can
+# stop it with everything it started), with its output in a log file.
+
+declare -A JOB_NAME=() JOB_LOG=() JOB_T0=() # by pid
+DONE_NAME="" DONE_LOG="" DONE_RC=0 DONE_SECS=0
+
+# start_job NAME LOG CMD...
+start_job() {
+	local name=$1 log=$2
+	shift 2
+	set -m # job control only for this fork: it gives the job its own group
+	("$@") </dev/null >"$log" 2>&1 &
+	local pid=$!
+	set +m
+	JOB_NAME[$pid]=$name
+	JOB_LOG[$pid]=$log
+	JOB_T0[$pid]=$SECONDS
+}
+
+# wait_job: waits for any job to end and sets DONE_NAME, DONE_LOG, DONE_RC and
+# DONE_SECS.
+wait_job() {
+	local pid="" rc=0
+	wait -n -p pid "${!JOB_NAME[@]}" || rc=$?
+	if [[ -z $pid || -z ${JOB_NAME[$pid]+x} ]]; then
+		echo "wait_job: no job ended (status $rc)" >&2
+		exit 1
+	fi
+	DONE_NAME=${JOB_NAME[$pid]} DONE_LOG=${JOB_LOG[$pid]} DONE_RC=$rc
+	DONE_SECS=$((SECONDS - JOB_T0[$pid]))
+	unset "JOB_NAME[$pid]" "JOB_LOG[$pid]" "JOB_T0[$pid]"
+}
+
+# stop_jobs interrupts every running job, as Ctrl-C would, and waits for it
+# (SIGKILL after 10s).
+stop_jobs() {
+	local pid i
+	((${#JOB_NAME[@]} > 0)) || return 0
+	echo "stopping: ${JOB_NAME[*]}"
+	for pid in "${!JOB_NAME[@]}"; do
+		kill -INT -- "-$pid" 2>/dev/null || true
+	done
+	for ((i = 0; i < 100; i++)); do
+		for pid in "${!JOB_NAME[@]}"; do
+			kill -0 -- "-$pid" 2>/dev/null || unset "JOB_NAME[$pid]"
+		done
+		((${#JOB_NAME[@]} > 0)) || return 0
+		sleep 0.1
+	done
+	for pid in "${!JOB_NAME[@]}"; do
+		kill -KILL -- "-$pid" 2>/dev/null || true
+	done
+}
+
 cleanup() {
 	local rc=$?
 	# A second signal must not cut the cleanup short (make forwards SIGTERM
 	# to its children after the process group already got one).
 	trap '' INT TERM HUP
+	# Module jobs (and a server start still under way) run in their own
+	# process groups, which a Ctrl-C on the terminal does not reach.
+	stop_jobs
 	# Always stop the servers, whatever happened (test failure, Ctrl-C).
 	if ((services_started)); then
 		local t0
@@ -85,14 +172,28 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
+# ----------------------------------------------------------------- services --
+
+# Starts the servers in the background (a job named "services");
+# finish_services waits for them.
 start_services() {
 	STATEDIR=$WORK/services
-	local t0
-	t0=$(now_us)
-	say "starting services"
+	say "starting services (in the background)"
 	services_started=1 # set first: a half-failed start must still be stopped
-	"$ROOT/scripts/services.sh" start "$STATEDIR"
-	echo "services started in $(since "$t0")"
+	SERVICES_T0=$(now_us)
+	start_job services "$WORK/services.log" "$ROOT/scripts/services.sh" start "$STATEDIR"
+}
+
+finish_services() {
+	# Only the services job can be running here.
+	wait_job
+	say "services"
+	cat "$DONE_LOG"
+	if ((DONE_RC != 0)); then
+		echo "services failed to start (exit $DONE_RC)"
+		exit 1
+	fi
+	echo "services started in $(since "$SERVICES_T0")"
 	# shellcheck disable=SC1091
 	source "$STATEDIR/env"
 	# Tests that would skip for a missing server must fail instead.
@@ -107,6 +208,8 @@ start_services() {
 	# pg_ctl and nats-server, which Debian keeps out of a user's PATH.
 	export PATH="$PATH:$DISTLOCK_PG_BINDIR:/usr/sbin"
 }
+
+# ------------------------------------------------------------------- checks --
 
 # gofmt -l over the modules' Go files (skipping testdata, vendor and hidden
 # dirs, which the go tool ignores too).
@@ -139,21 +242,135 @@ build_filter() {
 	fi
 }
 
-# go test "$@" in the current dir; skipped tests get appended to $2's file.
+# go test "$@" in the current dir; skipped tests get appended to $1's file,
+# the -json events written to $2's.
 run_go_test() {
-	local skips=$1
-	shift
+	local skips=$1 events=$2
+	shift 2
 	if [[ -n $FILTER ]]; then
 		# -json lets the filter see skips; it prints normal go test output.
-		go test -json "$@" 2>&1 | "$FILTER" -skips "$skips"
+		go test -json "$@" 2>&1 | tee "$events" | "$FILTER" -skips "$skips"
 		return "${PIPESTATUS[0]}"
 	fi
 	go test "$@"
 }
 
-declare -A RESULT
+declare -A RESULT PARTS OK
 failed=0
 fmt_result=""
+
+# Modules with a go.mod (the others fail at once), and their ./... patterns
+# as seen from the workspace root.
+GOOD=() PATTERNS=()
+for m in "${MODULES[@]}"; do
+	PARTS[$m]="" OK[$m]=1
+	if [[ -f $m/go.mod ]]; then
+		GOOD+=("$m")
+		PATTERNS+=("$m/...")
+	elif [[ $mode != fmt ]]; then
+		say "$m: no go.mod"
+	fi
+done
+add_part() { PARTS[$1]+="${PARTS[$1]:+, }$2"; }
+
+# go vet over every module in one go command (they share their dependencies);
+# only when that fails, module by module, to tell which failed.
+vet_all() {
+	((${#GOOD[@]} > 0)) || return 0
+	local t0 m
+	t0=$(now_us)
+	say "go vet (${#GOOD[@]} modules)"
+	if go vet "${PATTERNS[@]}" >"$WORK/vet.log" 2>&1; then
+		cat "$WORK/vet.log"
+		for m in "${GOOD[@]}"; do add_part "$m" "vet ok"; done
+		echo "go vet: ok in $(since "$t0")"
+		return 0
+	fi
+	for m in "${GOOD[@]}"; do
+		say "$m: go vet ./..."
+		if (cd "$m" && go vet ./...); then
+			add_part "$m" "vet ok"
+		else
+			add_part "$m" "vet FAIL"
+			OK[$m]=0
+		fi
+	done
+}
+
+# Compiles the race build of every test package and its dependencies into the
+# build cache (go list -export builds without linking or running anything), so
+# that the module jobs only link. A failure here is not reported: go test
+# reports the same build errors, in the module they belong to.
+prebuild() {
+	((${#GOOD[@]} > 0)) || return 0
+	local t0
+	t0=$(now_us)
+	say "building race test packages"
+	go list -race -test -deps -export -e "${PATTERNS[@]}" >/dev/null 2>&1 || true
+	echo "built in $(since "$t0")"
+}
+
+# in_module DIR CMD...: CMD in DIR, its exit status returned (not errexit's).
+in_module() {
+	local dir=$1
+	shift
+	cd "$dir" || return
+	if "$@"; then return 0; else return; fi
+}
+
+# Runs $1 (test|bench) over the modules, up to $JOBS at a time, the ones in
+# $FIRST first.
+run_modules() {
+	local what=$1 m f running=0
+	local -a order=() queue=()
+	for f in $FIRST; do
+		for m in "${GOOD[@]}"; do
+			[[ ${m#./} == "${f#./}" ]] && order+=("$m")
+		done
+	done
+	for m in "${GOOD[@]}"; do
+		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
+	done
+	[[ $what == bench ]] && order=("${GOOD[@]}")
+	queue=("${order[@]}")
+	mkdir -p "$WORK/logs" "$WORK/json"
+	local timeout=${DISTLOCK_TEST_TIMEOUT:-15m}
+	while ((${#queue[@]} > 0 || running > 0)); do
+		while ((${#queue[@]} > 0 && running < JOBS)); do
+			m=${queue[0]}
+			queue=("${queue[@]:1}")
+			local id
+			id=$(echo "${m#./}" | tr '/.' '__')
+			: >"$WORK/skips.$id"
+			if [[ $what == test ]]; then
+				say "$m: go test -race -count=1 ./... (started)"
+				start_job "$m" "$WORK/logs/$id" in_module "$m" \
+					run_go_test "$WORK/skips.$id" "$WORK/json/$id.json" -race -count=1 -timeout "$timeout" ./...
+			else
+				start_job "$m" "$WORK/logs/$id" in_module "$m" \
+					go test -run '^$' -bench . -benchtime=2s -timeout "$timeout" ./...
+			fi
+			running=$((running + 1))
+		done
+		wait_job
+		running=$((running - 1))
+		m=$DONE_NAME
+		if [[ $what == test ]]; then
+			say "$m: go test -race -count=1 ./... ($([[ $DONE_RC == 0 ]] && echo ok || echo FAIL) in ${DONE_SECS}s)"
+		else
+			say "$m: go test -run '^\$' -bench . -benchtime=2s ./..."
+		fi
+		cat "$DONE_LOG"
+		if ((DONE_RC == 0)); then
+			add_part "$m" "$what ok$([[ $what == test ]] && echo " ${DONE_SECS}s")"
+		else
+			add_part "$m" "$what FAIL$([[ $what == test ]] && echo " ${DONE_SECS}s")"
+			OK[$m]=0
+		fi
+	done
+}
+
+# ---------------------------------------------------------------------- main --
 
 if [[ $mode == fmt || $mode == test ]]; then
 	say "gofmt"
@@ -162,59 +379,43 @@ fi
 
 if [[ $mode == test || $mode == bench ]]; then
 	start_services
+fi
+if [[ $mode == test || $mode == vet ]]; then
+	vet_all
+fi
+if [[ $mode == test ]]; then
 	build_filter
+	prebuild
+fi
+if [[ $mode == test || $mode == bench ]]; then
+	finish_services
+	run_modules "$mode"
+fi
+
+if [[ $mode == test && -n ${DISTLOCK_TEST_JSON_DIR:-} ]] && compgen -G "$WORK/json/*.json" >/dev/null; then
+	mkdir -p "$DISTLOCK_TEST_JSON_DIR"
+	cp "$WORK"/json/*.json "$DISTLOCK_TEST_JSON_DIR"/
+	echo "go test -json output: $DISTLOCK_TEST_JSON_DIR"
 fi
 
 if [[ $mode != fmt ]]; then
-	timeout=${DISTLOCK_TEST_TIMEOUT:-15m}
 	for m in "${MODULES[@]}"; do
 		if [[ ! -f $m/go.mod ]]; then
-			say "$m: no go.mod"
 			RESULT[$m]="FAIL ${m#./}: no go.mod"
 			failed=1
 			continue
 		fi
-		parts=() ok=1
-		skipfile=$WORK/skips.$(echo "$m" | tr '/.' '__')
-		: >"$skipfile"
-		if [[ $mode == test || $mode == vet ]]; then
-			say "$m: go vet ./..."
-			if (cd "$m" && go vet ./...); then
-				parts+=("vet ok")
-			else
-				parts+=("vet FAIL")
-				ok=0
-			fi
-		fi
-		if [[ $mode == test ]]; then
-			say "$m: go test -race -count=1 ./..."
-			t0=$SECONDS
-			if (cd "$m" && run_go_test "$skipfile" -race -count=1 -timeout "$timeout" ./...); then
-				parts+=("test ok $((SECONDS - t0))s")
-			else
-				parts+=("test FAIL $((SECONDS - t0))s")
-				ok=0
-			fi
-		fi
-		if [[ $mode == bench ]]; then
-			say "$m: go test -run '^\$' -bench . -benchtime=2s ./..."
-			if (cd "$m" && go test -run '^$' -bench . -benchtime=2s -timeout "$timeout" ./...); then
-				parts+=("bench ok")
-			else
-				parts+=("bench FAIL")
-				ok=0
-			fi
-		fi
-		nskip=$(wc -l <"$skipfile")
+		id=$(echo "${m#./}" | tr '/.' '__')
+		nskip=0
+		[[ -f $WORK/skips.$id ]] && nskip=$(wc -l <"$WORK/skips.$id")
 		if ((nskip > 0)); then
-			parts+=("$nskip skipped")
-			[[ ${DISTLOCK_FAIL_ON_SKIP:-0} == 1 ]] && ok=0
+			add_part "$m" "$nskip skipped"
+			[[ ${DISTLOCK_FAIL_ON_SKIP:-0} == 1 ]] && OK[$m]=0
 		fi
-		summary=$(printf '%s, ' "${parts[@]}")
-		if ((ok)); then
-			RESULT[$m]="ok   ${m#./}: ${summary%, }"
+		if ((OK[$m])); then
+			RESULT[$m]="ok   ${m#./}: ${PARTS[$m]}"
 		else
-			RESULT[$m]="FAIL ${m#./}: ${summary%, }"
+			RESULT[$m]="FAIL ${m#./}: ${PARTS[$m]}"
 			failed=1
 		fi
 	done
