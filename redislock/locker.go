@@ -72,7 +72,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	h, _, err := l.try(ctx, owner, wait)
 	if settled(ctx, err) {
 		l.gaveUp(ctx, owner, err)
-		return h, err
+		return h, l.outOfTime(ctx, err)
 	}
 	// From here on we listen (subscribed before the next try), so no
 	// release is missed.
@@ -92,6 +92,16 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 // granted, failed other than busy, or out of time.
 func settled(ctx context.Context, err error) bool {
 	return err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil
+}
+
+// outOfTime is err, except that a busy lock found by a try that ctx's end
+// cut short is reported as the wait running out: an error matching
+// core.ErrNotAcquired and ctx.Err(), as every Acquire that gave up returns.
+func (l *locker) outOfTime(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, core.ErrNotAcquired) && !errors.Is(err, ctx.Err()) {
+		return kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
+	}
+	return err
 }
 
 // check fails an acquire that must not start: ctx is done, or the

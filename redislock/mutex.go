@@ -107,7 +107,7 @@ func (m *mutexWait) tryFirst(ctx context.Context) (core.Handle, bool, error) {
 	if err != nil {
 		m.l.gaveUp(ctx, m.owner, err)
 	}
-	return h, true, err
+	return h, true, m.l.outOfTime(ctx, err)
 }
 
 // attempt is one try of the waiter whose turn it is: it takes a local
