@@ -81,11 +81,17 @@ func TestHandoffKeepsLockOnSession(t *testing.T) {
 	other := newPool(t)
 	oc, err := other.Acquire(ctx)
 	require.NoError(t, err)
-	defer oc.Release()
 	otherDone := make(chan error, 1)
 	otherCtx, cancelOther := context.WithCancel(ctx)
-	defer cancelOther()
+	execDone := make(chan struct{})
+	defer func() {
+		// The connection goes back only once its statement has ended.
+		cancelOther()
+		<-execDone
+		oc.Release()
+	}()
 	go func() {
+		defer close(execDone)
 		_, err := oc.Exec(otherCtx, "SELECT pg_advisory_lock($1::int8)", k.v)
 		otherDone <- err
 	}()
