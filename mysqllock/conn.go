@@ -20,9 +20,9 @@ import (
 type conn struct {
 	p  *Provider
 	sc *sql.Conn
-	id uint64     // the session's CONNECTION_ID(), what IS_USED_LOCK reports
-	mu chanMutex  // one statement at a time; taken before p.mu, never after
-	st stmtCache  // guarded by mu
+	id uint64    // the session's CONNECTION_ID(), what IS_USED_LOCK reports
+	mu chanMutex // one statement at a time; taken before p.mu, never after
+	st stmtCache // guarded by mu
 
 	// Guarded by p.mu; held changes only under mu too.
 	held    map[string]*grant // by server lock name

@@ -16,8 +16,8 @@ import (
 // deadline; when it runs out the wait simply starts again.
 const maxWait = time.Hour
 
-// killGrace is how long a wait whose ctx ended is given to end by itself
-// (its server timeout follows ctx's deadline) before a KILL QUERY.
+// killGrace is how long a wait whose ctx's deadline passed is given to end
+// by itself (its server timeout follows that deadline) before a KILL QUERY.
 const killGrace = 20 * time.Millisecond
 
 var errConnFailed = errors.New("connection failed")
@@ -172,7 +172,8 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, q string, args []any) (s
 }
 
 // killWait ends c's blocking statement when ctx ends before it does
-// (done): after killGrace, KILL QUERY on a connection of the pool, which
+// (done): KILL QUERY on a connection of the pool (after killGrace when
+// ctx's deadline passed, which the server's timeout follows), which
 // leaves c's session and its connection in service. When the KILL fails,
 // or the statement has not ended within the Provider's timeout after it,
 // abort breaks c's socket instead (and c is then failed).
@@ -182,12 +183,14 @@ func (p *Provider) killWait(ctx context.Context, c *conn, done <-chan struct{}, 
 		return
 	case <-ctx.Done():
 	}
-	grace := time.NewTimer(killGrace)
-	defer grace.Stop()
-	select {
-	case <-done:
-		return
-	case <-grace.C:
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		grace := time.NewTimer(killGrace)
+		defer grace.Stop()
+		select {
+		case <-done:
+			return
+		case <-grace.C:
+		}
 	}
 	kctx, cancel := context.WithTimeout(context.Background(), p.opts.timeout)
 	defer cancel()
