@@ -72,6 +72,7 @@ var electionBackends = []electionBackend{
 	{name: "redis", locker: redisElectionLocker, takeover: electionTTL},
 	{name: "postgres", locker: pgElectionLocker},
 	{name: "nats", locker: natsElectionLocker, takeover: electionTTL},
+	{name: "mysql", locker: mysqlElectionLocker},
 }
 
 func fileElectionLocker(t testing.TB, name string) core.Locker {

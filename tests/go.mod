@@ -12,6 +12,7 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20210617225240-d185dfc1b5a1 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/cenkalti/backoff/v4 v4.2.1 // indirect
@@ -97,10 +98,12 @@ replace github.com/distlock/distlock/polllease => ../polllease
 
 require (
 	github.com/bsm/redislock v0.9.4
+	github.com/distlock/distlock/mysqllock v0.0.0-00010101000000-000000000000
 	github.com/distlock/distlock/redlock v0.0.0-00010101000000-000000000000
 	github.com/docker/docker v28.2.2+incompatible
 	github.com/docker/go-connections v0.5.0
 	github.com/go-redsync/redsync/v4 v4.13.0
+	github.com/go-sql-driver/mysql v1.9.3
 	github.com/gofrs/flock v0.12.1
 	github.com/testcontainers/testcontainers-go v0.38.0
 	go.uber.org/goleak v1.3.0
@@ -109,3 +112,5 @@ require (
 replace github.com/distlock/distlock/filelock => ../filelock
 
 replace github.com/distlock/distlock/redlock => ../redlock
+
+replace github.com/distlock/distlock/mysqllock => ../mysqllock

@@ -1,0 +1,45 @@
+package tests
+
+import (
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/mysqllock"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+)
+
+// MySQL (MariaDB) in the cross-backend tests: a row of electionBackends
+// and of TestPollLeaseBackends. A lock lives with its session, so a killed
+// leader's lock frees as soon as the server sees the connection close.
+
+// mysqlProvider returns a Provider with a short keepalive on a *sql.DB of
+// its own, for dsn.
+func mysqlProvider(t testing.TB, dsn string) (*mysqllock.Provider, func()) {
+	db, err := sql.Open("mysql", dsn)
+	require.NoError(t, err)
+	p, err := mysqllock.New(db, mysqllock.WithKeepalive(500*time.Millisecond))
+	require.NoError(t, err)
+	return p, func() {
+		_ = p.Close()
+		_ = db.Close()
+	}
+}
+
+func mysqlElectionLocker(t testing.TB, name string) core.Locker {
+	p, closeP := mysqlProvider(t, locktest.RequireEnv(t, "DISTLOCK_MYSQL_DSN"))
+	t.Cleanup(closeP)
+	return p.Mutex(name)
+}
+
+// plMySQLBackend opens the Providers of TestPollLeaseBackends' mysql row.
+func plMySQLBackend(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+	dsn := locktest.RequireEnv(t, "DISTLOCK_MYSQL_DSN")
+	return func(t testing.TB) (core.Provider, core.Membership, func()) {
+		p, closeP := mysqlProvider(t, dsn)
+		return p, p, closeP
+	}
+}
