@@ -21,6 +21,19 @@ func TestConformance(t *testing.T) {
 	locktest.TestProvider(t, conformance)
 }
 
+// The same with tokens drawn from a table of counters.
+func TestConformanceFenceTable(t *testing.T) {
+	cfg := conformance
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceTable(DefaultFenceTable)) }
+	locktest.TestProvider(t, cfg)
+}
+
 func BenchmarkConformance(b *testing.B) {
 	locktest.BenchmarkProvider(b, conformance)
+}
+
+func BenchmarkConformanceFenceTable(b *testing.B) {
+	cfg := conformance
+	cfg.New = func(t testing.TB) core.Provider { return newProvider(t, WithFenceTable(DefaultFenceTable)) }
+	locktest.BenchmarkProvider(b, cfg)
 }

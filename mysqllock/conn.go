@@ -106,15 +106,47 @@ func (c *conn) exec(ctx context.Context, q string, args ...any) (sql.Result, err
 
 // execOn runs q on c (locked) under ctx as it is.
 func (c *conn) execOn(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	s, ok := c.st[q]
-	if !ok {
-		var err error
-		if s, err = c.sc.PrepareContext(ctx, q); err != nil {
-			return nil, err
-		}
-		c.st[q] = s
+	s, err := c.prepared(ctx, q)
+	if err != nil {
+		return nil, err
 	}
 	return s.ExecContext(ctx, args...)
+}
+
+// queryRowOn runs the query q, which returns one row, on c (locked) under
+// ctx as it is.
+func (c *conn) queryRowOn(ctx context.Context, q string, args ...any) scanner {
+	s, err := c.prepared(ctx, q)
+	if err != nil {
+		return errRow{err}
+	}
+	return s.QueryRowContext(ctx, args...)
+}
+
+// queryRow is queryRowOn bounded as exec is; the caller scans at once.
+func (c *conn) queryRow(ctx context.Context, q string, args ...any) (scanner, context.CancelFunc) {
+	ctx, cancel := c.p.opCtx(ctx)
+	return c.queryRowOn(ctx, q, args...), cancel
+}
+
+// scanner is a *sql.Row, or the error of preparing its statement.
+type scanner interface{ Scan(dest ...any) error }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// prepared returns q prepared on c (locked), preparing it the first time.
+func (c *conn) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
+	if s, ok := c.st[q]; ok {
+		return s, nil
+	}
+	s, err := c.sc.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	c.st[q] = s
+	return s, nil
 }
 
 // addConnLocked dials a new connection with p.mu released and adds it.

@@ -75,41 +75,55 @@
 //
 // # Fencing
 //
-// Every lock has a counter row in a small InnoDB table, created on first
-// use (WithFenceTable renames it):
+// Every grant of every primitive draws its token from one MariaDB sequence,
+// created on first use:
+//
+//	CREATE SEQUENCE IF NOT EXISTS distlock_fence_seq
+//
+// (WithFenceSequence renames it). The statement that takes a lock draws the
+// token only when GET_LOCK grants, in the same round trip (SELECT CASE WHEN
+// GET_LOCK(...) = 1 THEN NEXTVAL(...) END), and writes no row: NEXTVAL
+// serves a cached block of 1000 values and writes the sequence's row once
+// per block, so a restart goes on above the last block handed out. Tokens
+// therefore increase across all locks, and so within each, across
+// processes and server restarts; a crash of the server's machine keeps them
+// increasing as far as the server makes commits durable
+// (innodb_flush_log_at_trx_commit = 1, and sync_binlog = 1 with a binary
+// log).
+//
+// MySQL has no sequences: there, and wherever the holder must be told
+// (core.Inspector), WithFenceTable keeps one counter row per lock in a
+// small InnoDB table, created on first use:
 //
 //	CREATE TABLE IF NOT EXISTS distlock_fence (name VARBINARY(64) PRIMARY KEY,
 //	  token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB
 //
 // The statement that takes a lock bumps its row only when GET_LOCK grants,
-// in the same round trip (INSERT ... SELECT ... WHERE the lock was granted
-// ... ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)), and
-// records the holder's identity (WithIdentity) and connection id. The
-// Provider's sessions run with autocommit, so the bump is committed before
-// the grant is returned; it is durable across a server crash as far as the
-// server makes commits durable (innodb_flush_log_at_trx_commit = 1, and
-// sync_binlog = 1 with a binary log; with 2, across a crash of the server
-// process but not of its machine). Tokens of one lock therefore strictly
-// increase across processes and server restarts. A Mutex counts 1, 2, 3...;
-// a Semaphore's token carries the slot in its low 16 bits and counts above
-// them.
+// in the same round trip (INSERT ... SELECT ... WHERE GET_LOCK(...) = 1 ...
+// ON DUPLICATE KEY UPDATE token = LAST_INSERT_ID(token + 1)), and records
+// the holder's identity (WithIdentity) and connection id. The Provider's
+// sessions run with autocommit, so the bump is committed before the grant
+// is returned; it costs a row write and a commit per grant. Tokens of one
+// lock then count its grants, strictly increasing across processes and
+// restarts, durable as the server's commits are.
 //
 // # Inspector
 //
-// A Mutex implements core.Inspector: Holder reads the counter row where
-// its recorded connection id is the one IS_USED_LOCK reports, in one round
-// trip, and so names the identity and token of the grant that holds the
-// lock.
+// With WithFenceTable, a Mutex implements core.Inspector: Holder reads the
+// counter row whose recorded connection id is the one IS_USED_LOCK reports,
+// in one round trip, and so names the identity and token of the grant that
+// holds the lock. With the sequence no row records the holder, and the
+// Locker does not implement it.
 //
 // # Cost
 //
-// TryAcquire: one round trip (GET_LOCK and the counter bump in one
-// statement, one commit). Acquire: one round trip when the lock is free;
-// otherwise one more statement that returns when the lock is granted.
-// Release: one round trip; a release that hands the lock to a local waiter
-// one (the token draw) instead. Keepalive: one round trip per connection
-// holding locks per period, however many locks it holds. An abandoned
-// wait: a KILL QUERY on a connection of the pool.
+// TryAcquire: one round trip (GET_LOCK and the token in one statement; with
+// WithFenceTable also a row write and a commit). Acquire: one round trip
+// when the lock is free; otherwise one more statement that returns when the
+// lock is granted. Release: one round trip; a release that hands the lock
+// to a local waiter one (the token draw) instead. Keepalive: one round trip
+// per connection holding locks per period, however many locks it holds. An
+// abandoned wait: a KILL QUERY on a connection of the pool.
 //
 // # Membership
 //
@@ -119,10 +133,11 @@
 // # Servers
 //
 // Tested on MariaDB 10.11. MySQL 5.7 and later share the statements used
-// here (multiple user-level locks per session, LAST_INSERT_ID(expr),
-// fractional GET_LOCK timeouts). The user needs to create the two tables
-// (or have them created) and to KILL QUERY its own sessions, which every
-// user may. Behind a proxy that multiplexes sessions (ProxySQL, MaxScale in
+// with WithFenceTable (multiple user-level locks per session,
+// LAST_INSERT_ID(expr), fractional GET_LOCK timeouts); MariaDB before 10.3
+// has no sequences either. The user needs to create the sequence or table
+// and the members table (or have them created), and to KILL QUERY its own
+// sessions, which every user may. Behind a proxy that multiplexes sessions (ProxySQL, MaxScale in
 // some modes) user-level locks do not belong to a client's session: use a
 // direct connection.
 package mysqllock

@@ -58,7 +58,7 @@ func ExampleProvider_Semaphore() {
 		log.Fatal(err)
 	}
 	defer h.Release(ctx)
-	fmt.Println("slot", h.FencingToken()&0xffff)
+	fmt.Println("exporting under token", h.FencingToken())
 }
 
 // TestExamples runs the examples that need a server.

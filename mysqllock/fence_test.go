@@ -21,10 +21,25 @@ func TestPrimitivesDistinct(t *testing.T) {
 	require.NoError(t, s.Release(ctx))
 }
 
-// Tokens of a name increase across Providers and primitives' grants; a
-// semaphore's token tells its slot in the low 16 bits.
+// fenceSources are the two sources of tokens.
+var fenceSources = []struct {
+	name string
+	opt  Option
+}{
+	{"sequence", WithFenceSequence(DefaultFenceSequence)},
+	{"table", WithFenceTable(DefaultFenceTable)},
+}
+
 func TestFencingAcrossGrants(t *testing.T) {
-	p1, p2 := newProvider(t), newProvider(t)
+	for _, src := range fenceSources {
+		t.Run(src.name, func(t *testing.T) { testFencingAcrossGrants(t, src.opt, src.name == "table") })
+	}
+}
+
+// Tokens of a name increase across Providers' grants (a counter row counts
+// them); a semaphore's grants take distinct slots.
+func testFencingAcrossGrants(t *testing.T, opt Option, counts bool) {
+	p1, p2 := newProvider(t, opt), newProvider(t, opt)
 	ctx := context.Background()
 	name := uniqueName(t, "x")
 	var last uint64
@@ -36,29 +51,38 @@ func TestFencingAcrossGrants(t *testing.T) {
 		last = h.FencingToken()
 		require.NoError(t, h.Release(ctx))
 	}
-	require.Equal(t, uint64(6), last, "a mutex counts its grants")
+	if counts {
+		require.Equal(t, uint64(6), last, "a counter row counts its grants")
+	}
 
 	last = 0
-	slots := map[uint64]bool{}
+	slots := map[string]bool{}
 	var hs []core.Handle
 	for i := range 3 {
 		h, err := []*Provider{p1, p2}[i%2].Semaphore(name, 3).TryAcquire(ctx)
 		require.NoError(t, err)
 		require.Greater(t, h.FencingToken(), last)
 		last = h.FencingToken()
-		require.Equal(t, uint64(i+1), last>>16)
-		slots[last&0xffff] = true
+		if counts {
+			require.Equal(t, uint64(i+1), last)
+		}
+		slots[grantOf(t, h).lock] = true
 		hs = append(hs, h)
 	}
+	require.Len(t, slots, 3, "three grants, three slots")
 	for _, h := range hs {
 		require.NoError(t, h.Release(ctx))
 	}
 }
 
 // Holder reports the identity and token of the last grant while it holds
-// the lock.
+// the lock, with the fence table; with the sequence no row records the
+// holder and the Locker does not implement core.Inspector.
 func TestHolder(t *testing.T) {
-	p1, p2 := newProvider(t, WithIdentity("worker-1")), newProvider(t)
+	_, ok := newProvider(t).Mutex("x").(core.Inspector)
+	require.False(t, ok, "a Mutex on the sequence implements core.Inspector")
+	p1 := newProvider(t, WithIdentity("worker-1"), WithFenceTable(DefaultFenceTable))
+	p2 := newProvider(t, WithFenceTable(DefaultFenceTable))
 	ctx := context.Background()
 	name := uniqueName(t, "x")
 	insp := p2.Mutex(name).(core.Inspector)

@@ -2,6 +2,7 @@ package mysqllock
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -107,20 +108,33 @@ func (p *Provider) holds(g *grant) bool {
 	return !g.c.broken && g.c.held[g.lock] == g
 }
 
-// draw bumps g's counter row on g's connection (locked) while the session
-// holds the lock. A broken connection is failed, which loses g; a session
-// that no longer holds the lock is failed too: its grants cannot be
-// trusted.
+// draw draws a token on g's connection (locked) while the session holds
+// the lock. A broken connection is failed, which loses g; a session that
+// no longer holds the lock is failed too: its grants cannot be trusted.
 func (g *grant) draw(ctx context.Context) (uint64, error) {
 	c := g.c
-	res, err := c.exec(ctx, c.p.sql.draw(), c.p.opts.identity, g.row, g.lock)
+	p := c.p
+	var token uint64
+	var ok bool
+	var err error
+	if p.sql.seq {
+		var v sql.NullInt64
+		row, cancel := c.queryRow(ctx, p.sql.draw(), g.lock)
+		err = row.Scan(&v)
+		cancel()
+		token, ok = uint64(v.Int64), v.Valid && v.Int64 > 0
+	} else {
+		var res sql.Result
+		if res, err = c.exec(ctx, p.sql.draw(), p.opts.identity, g.row, g.lock); err == nil {
+			token, ok = grantedBy(res)
+		}
+	}
 	if err != nil {
 		if connFailed(err) {
 			c.fail(fmt.Errorf("draw a handoff token: %w", err))
 		}
 		return 0, err
 	}
-	token, ok := grantedBy(res)
 	if !ok {
 		c.fail(errors.New("draw a handoff token: the session no longer holds the lock"))
 		return 0, errBroken

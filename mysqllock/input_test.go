@@ -92,7 +92,7 @@ func TestDeadServer(t *testing.T) {
 	db, err := sql.Open("mysql", "distlock@tcp(127.0.0.1:1)/distlock?timeout=1s")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
-	p, err := New(db, WithTimeout(2*time.Second))
+	p, err := New(db, WithTimeout(2*time.Second), WithFenceTable(DefaultFenceTable))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

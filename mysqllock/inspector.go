@@ -20,8 +20,12 @@ var _ core.Inspector = (*locker)(nil)
 // Each grant records its identity and connection id with its token in the
 // same statement, so the answer is the last grant's. While a grant's
 // statement is still running (a few microseconds after the server granted
-// the lock) the lock reads as free.
+// the lock) the lock reads as free. Only Providers with WithFenceTable
+// offer it: their Mutex lockers implement core.Inspector.
 func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
+	if l.p.sql.seq {
+		return core.Holder{}, false, kit.Wrap(backend, "holder", l.name, core.ErrUnsupported)
+	}
 	if err := l.p.ensureFence(ctx); err != nil {
 		return core.Holder{}, false, kit.Wrap(backend, "holder", l.name, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -11,12 +13,17 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
-	_ "github.com/go-sql-driver/mysql"
+	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The driver logs every connection a test kills; the tests check what
+	// the Provider makes of it.
+	_ = mysql.SetLogger(log.New(io.Discard, "", 0))
+	goleak.VerifyTestMain(m)
+}
 
 // testKeepalive is the keepalive cadence of the test Providers.
 const testKeepalive = time.Second
@@ -58,10 +65,10 @@ func uniqueName(t testing.TB, suffix string) string {
 	return fmt.Sprintf("mysqllock-test/%s/%08x/%s", t.Name(), rand.Uint32(), suffix)
 }
 
-// connID returns the server connection id of the session holding h.
-func connID(t testing.TB, h core.Handle) uint64 {
+// grantOf returns the grant behind h.
+func grantOf(t testing.TB, h core.Handle) *grant {
 	t.Helper()
-	var id uint64
+	var found *grant
 	providers.Range(func(k, _ any) bool {
 		p := k.(*Provider)
 		p.mu.Lock()
@@ -69,16 +76,19 @@ func connID(t testing.TB, h core.Handle) uint64 {
 		for _, c := range p.conns {
 			for _, g := range c.held {
 				if core.Handle(g.h) == h {
-					id = c.id
+					found = g
 					return false
 				}
 			}
 		}
 		return true
 	})
-	require.NotZero(t, id, "no connection holds the handle")
-	return id
+	require.NotNil(t, found, "no connection holds the handle")
+	return found
 }
+
+// connID returns the server connection id of the session holding h.
+func connID(t testing.TB, h core.Handle) uint64 { return grantOf(t, h).c.id }
 
 // kill ends the server session holding h, as an operator would.
 func kill(t testing.TB, h core.Handle) {

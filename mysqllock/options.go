@@ -10,7 +10,11 @@ import (
 
 // Defaults, in one place.
 const (
-	// DefaultFenceTable holds one fencing counter row per lock.
+	// DefaultFenceSequence is the MariaDB sequence fencing tokens are drawn
+	// from unless WithFenceTable is given.
+	DefaultFenceSequence = "distlock_fence_seq"
+	// DefaultFenceTable is the table of per-lock fencing counters that
+	// WithFenceTable(DefaultFenceTable) selects.
 	DefaultFenceTable = "distlock_fence"
 	// DefaultMembersTable holds the Membership registrations.
 	DefaultMembersTable = "distlock_members"
@@ -28,7 +32,8 @@ const (
 )
 
 type options struct {
-	fenceTable   string
+	fenceTable   string // or sequence, when fenceSeq
+	fenceSeq     bool
 	membersTable string
 	keepalive    time.Duration
 	maxConns     int
@@ -41,23 +46,49 @@ type options struct {
 // Option configures a Provider.
 type Option func(*options)
 
-// WithFenceTable names the table of fencing counters (default
-// DefaultFenceTable): one row per lock, bumped by the statement that takes
-// the lock, which also records the holder's identity and connection id
-// (what Holder reports). The name may be schema-qualified ("locks.fence");
-// each part must be a plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most
-// 64 bytes). The Provider creates it with CREATE TABLE IF NOT EXISTS on
-// first use, so its user needs the right to create it, or someone creates
-// it beforehand:
+// WithFenceTable draws fencing tokens from a table of counters, one row per
+// lock, named name (DefaultFenceTable is the usual choice), instead of the
+// default sequence: the way on MySQL, which has no sequences. The statement
+// that takes a lock bumps its row and records the holder's identity and
+// connection id in it, which is what lets a Mutex report its holder
+// (core.Inspector: election's Leader, polllease's strict ownership check
+// and snapshot). The price is a row write and an InnoDB commit in every
+// grant's statement (see the README for measurements). Local handoffs draw
+// their tokens from the row too.
+//
+// The name may be schema-qualified ("locks.fence"); each part must be a
+// plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most 64 bytes). The
+// Provider creates the table with CREATE TABLE IF NOT EXISTS on first use,
+// so its user needs the right to create it, or someone creates it
+// beforehand:
 //
 //	CREATE TABLE distlock_fence (name VARBINARY(64) PRIMARY KEY,
 //	  token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB
 func WithFenceTable(name string) Option {
-	return func(o *options) { o.fenceTable = name }
+	return func(o *options) { o.fenceTable, o.fenceSeq = name, false }
+}
+
+// WithFenceSequence names the MariaDB sequence (10.3 and later) fencing
+// tokens are drawn from (the default source, DefaultFenceSequence), with the
+// same rules as WithFenceTable. The Provider creates it with CREATE
+// SEQUENCE IF NOT EXISTS on first use (default CACHE 1000: NEXTVAL writes
+// the sequence's row once per 1000 values, and a restart goes on after the
+// cached block, never below it).
+//
+// Tokens from one sequence increase across all locks rather than per lock,
+// which still makes every lock's tokens strictly increasing. The grant
+// statement draws the token only when GET_LOCK grants, in the same round
+// trip, and writes no row. Locks of a Provider using a sequence do not
+// implement core.Inspector: no row records the holder (see
+// WithFenceTable). Every Provider sharing locks must use the same fence
+// source.
+func WithFenceSequence(name string) Option {
+	return func(o *options) { o.fenceTable, o.fenceSeq = name, true }
 }
 
 // WithMembersTable names the table that Membership uses (default
-// DefaultMembersTable), with the same rules as WithFenceTable:
+// DefaultMembersTable), with the same rules as WithFenceTable, created on
+// first use:
 //
 //	CREATE TABLE distlock_members (grp VARBINARY(255), id VARBINARY(255),
 //	  expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB
@@ -120,7 +151,8 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 func defaults() options {
 	return options{
-		fenceTable:   DefaultFenceTable,
+		fenceTable:   DefaultFenceSequence,
+		fenceSeq:     true,
 		membersTable: DefaultMembersTable,
 		keepalive:    DefaultKeepalive,
 		maxConns:     DefaultMaxConns,

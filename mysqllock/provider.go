@@ -83,7 +83,7 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 	p := &Provider{
 		db:       db,
 		opts:     o,
-		sql:      statements{fence: quoteIdent(o.fenceTable), members: quoteIdent(o.membersTable)},
+		sql:      statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq, members: quoteIdent(o.membersTable)},
 		changed:  make(chan struct{}),
 		keepStop: make(chan struct{}),
 		keepDone: make(chan struct{}),
@@ -146,11 +146,16 @@ func (p *Provider) Close() error {
 // core.ErrNotAcquired and ctx.Err(). Release is one round trip (none or one
 // when it hands over); after a lost connection it returns nil at once. A
 // busy lock gives an error matching core.ErrNotAcquired; a server error or
-// a dead server gives the driver's error, wrapped in a *core.Error. The
-// Locker implements core.Inspector.
+// a dead server gives the driver's error, wrapped in a *core.Error. With
+// WithFenceTable the Locker implements core.Inspector; with the default
+// sequence it does not, so that callers such as election see at once that
+// the holder cannot be told.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
+	}
+	if p.sql.seq {
+		return struct{ core.Locker }{p.newLocker(name)}
 	}
 	return p.newLocker(name)
 }
@@ -185,11 +190,15 @@ func (p *Provider) signalLocked() {
 	p.changed = make(chan struct{})
 }
 
-// ensureFence creates the fence table once per Provider. A concurrent
-// creator elsewhere is harmless: CREATE TABLE IF NOT EXISTS.
+// ensureFence creates the fence sequence or table once per Provider. A
+// concurrent creator elsewhere is harmless: IF NOT EXISTS.
 func (p *Provider) ensureFence(ctx context.Context) error {
 	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
-		if _, err := p.db.ExecContext(ctx, p.sql.createFence()); err != nil {
+		_, err := p.db.ExecContext(ctx, p.sql.createFence())
+		switch {
+		case err != nil && p.sql.seq:
+			return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.fenceTable, err)
+		case err != nil:
 			return fmt.Errorf("create fence table %s: %w", p.opts.fenceTable, err)
 		}
 		return nil

@@ -44,8 +44,7 @@ func (s *semaphore) Name() string { return s.name }
 
 // TryAcquire takes a free slot if there is one: one round trip that tries
 // the slots in turn, starting at a random one, stops at the first granted
-// and bumps the semaphore's counter row. Errors are as for Mutex. The
-// token's low 16 bits tell the slot; the bits above count the grants.
+// and draws its token. Errors are as for Mutex.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 	return s.p.tryAcquire(ctx, s.name, s.try)
 }

@@ -29,23 +29,12 @@ type claim struct {
 	name    string // for errors
 	row     string
 	locks   []string
-	sem     bool // the token carries the candidate's index (tokenExprs)
+	sem     bool // the statement's value carries the candidate's index (statements.grant)
 	handoff bool // the grant may be handed on locally
 }
 
-// args returns the grant statement's parameters for a wait of timeout
-// seconds per lock.
-func (cl claim) args(identity string, timeout float64) []any {
-	args := make([]any, 0, 2+2*len(cl.locks))
-	args = append(args, cl.row, identity)
-	for _, l := range cl.locks {
-		args = append(args, l, timeout)
-	}
-	return args
-}
-
-// grantedBy reads a grant statement's result: whether a lock was granted,
-// and the token.
+// grantedBy reads the result of a statement that bumps a counter row
+// (the table's grant and draw): the token, and whether a row was bumped.
 func grantedBy(res sql.Result) (uint64, bool) {
 	n, err := res.RowsAffected()
 	if err != nil || n == 0 {
@@ -55,11 +44,33 @@ func grantedBy(res sql.Result) (uint64, bool) {
 	return uint64(id), err == nil && id > 0
 }
 
+// grantOn runs cl's grant statement on c (locked) under ctx as it is,
+// waiting timeout seconds on each lock; ok reports a grant.
+func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (token uint64, ok bool, err error) {
+	p := c.p
+	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.identity, timeout)
+	if !p.sql.seq {
+		res, err := c.execOn(ctx, q, args...)
+		if err != nil {
+			return 0, false, err
+		}
+		token, ok := grantedBy(res)
+		return token, ok, nil
+	}
+	var v sql.NullInt64
+	if err := c.queryRowOn(ctx, q, args...).Scan(&v); err != nil {
+		return 0, false, err
+	}
+	return uint64(v.Int64), v.Valid && v.Int64 > 0, nil
+}
+
 // tryOn runs cl's grant statement without waiting on c (locked), and
 // unlocks c. A statement that breaks the connection fails it and returns
 // an error matching errConnFailed.
 func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, error) {
-	res, err := c.exec(ctx, p.sql.grant(len(cl.locks), cl.sem), cl.args(p.opts.identity, 0)...)
+	octx, cancel := p.opCtx(ctx)
+	token, ok, err := c.grantOn(octx, cl, 0)
+	cancel()
 	if err != nil {
 		if connFailed(err) {
 			c.fail(err)
@@ -70,7 +81,6 @@ func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, e
 		c.mu.Unlock()
 		return nil, err
 	}
-	token, ok := grantedBy(res)
 	if !ok {
 		c.mu.Unlock()
 		return nil, kit.Busy("held by another session")
@@ -83,7 +93,8 @@ func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, e
 func (p *Provider) granted(ctx context.Context, c *conn, cl claim, token uint64) (core.Handle, error) {
 	lock := cl.locks[0]
 	if cl.sem {
-		lock = cl.locks[token&0xffff]
+		// The low 16 bits name the granted candidate; the token is above.
+		lock, token = cl.locks[token&0xffff], token>>16
 	}
 	g := &grant{c: c, lock: lock, row: cl.row, name: cl.name, handoff: cl.handoff, run: kit.StartRun(time.Now())}
 	g.h = kit.NewHandle(token, func(rctx context.Context) error { return p.release(rctx, g) })
@@ -111,9 +122,9 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 		return nil, 0, kit.NotAcquired(ctx)
 	}
 	secs, _ := strconv.ParseFloat(strconv.FormatFloat(d.Seconds(), 'f', 3, 64), 64)
-	res, err := p.waitOn(ctx, c, p.sql.grant(len(cl.locks), cl.sem), cl.args(p.opts.identity, secs))
+	token, ok, err := p.waitOn(ctx, c, cl, secs)
 	if err == nil {
-		if token, ok := grantedBy(res); ok {
+		if ok {
 			h, err := p.granted(ctx, c, cl, token) // releases the grant if ctx ended
 			return h, 0, err
 		}
@@ -140,17 +151,17 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 	return nil, 0, err
 }
 
-// waitOn runs the blocking statement q on c (locked), watched by killWait:
-// ctx ends the wait without breaking the connection. It returns once no
-// KILL QUERY aimed at this statement can still land, so that none ends the
-// connection's next statement.
-func (p *Provider) waitOn(ctx context.Context, c *conn, q string, args []any) (sql.Result, error) {
+// waitOn runs cl's grant statement on c (locked), waiting secs on the
+// server, watched by killWait: ctx ends the wait without breaking the
+// connection. It returns once no KILL QUERY aimed at this statement can
+// still land, so that none ends the connection's next statement.
+func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) (uint64, bool, error) {
 	qctx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, errClosed
+		return 0, false, errClosed
 	}
 	c.abort = abort
 	p.mu.Unlock()
@@ -162,13 +173,13 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, q string, args []any) (s
 		defer close(watched)
 		p.killWait(ctx, c, done, abort)
 	}()
-	res, err := c.execOn(qctx, q, args...)
+	token, ok, err := c.grantOn(qctx, cl, secs)
 	close(done)
 	<-watched
 	p.mu.Lock()
 	c.abort = nil
 	p.mu.Unlock()
-	return res, err
+	return token, ok, err
 }
 
 // killWait ends c's blocking statement when ctx ends before it does

@@ -17,11 +17,12 @@ import (
 // leader's lock frees as soon as the server sees the connection close.
 
 // mysqlProvider returns a Provider with a short keepalive on a *sql.DB of
-// its own, for dsn.
+// its own, for dsn. Holder rows (WithFenceTable) let followers name the
+// leader and give polllease its strict check and snapshot.
 func mysqlProvider(t testing.TB, dsn string) (*mysqllock.Provider, func()) {
 	db, err := sql.Open("mysql", dsn)
 	require.NoError(t, err)
-	p, err := mysqllock.New(db, mysqllock.WithKeepalive(500*time.Millisecond))
+	p, err := mysqllock.New(db, mysqllock.WithKeepalive(500*time.Millisecond), mysqllock.WithFenceTable(mysqllock.DefaultFenceTable))
 	require.NoError(t, err)
 	return p, func() {
 		_ = p.Close()
