@@ -78,18 +78,27 @@
 // Every grant of every primitive draws its token from one MariaDB sequence,
 // created on first use:
 //
-//	CREATE SEQUENCE IF NOT EXISTS distlock_fence_seq
+//	CREATE SEQUENCE IF NOT EXISTS distlock_fence_seq INCREMENT BY 1 CACHE 1000
 //
 // (WithFenceSequence renames it). The statement that takes a lock draws the
 // token only when GET_LOCK grants, in the same round trip (SELECT CASE WHEN
-// GET_LOCK(...) = 1 THEN NEXTVAL(...) END), and writes no row: NEXTVAL
-// serves a cached block of 1000 values and writes the sequence's row once
-// per block, so a restart goes on above the last block handed out. Tokens
-// therefore increase across all locks, and so within each, across
-// processes and server restarts; a crash of the server's machine keeps them
-// increasing as far as the server makes commits durable
-// (innodb_flush_log_at_trx_commit = 1, and sync_binlog = 1 with a binary
-// log).
+// GET_LOCK(...) = 1 THEN NEXTVAL(...) END), and writes no row. Tokens
+// therefore increase across all locks, and so within each.
+//
+// NEXTVAL serves a block of 1000 values from memory and writes the
+// sequence's row when it starts a block; after a restart the sequence goes
+// on above every block its row recorded. That write is not committed with
+// the statement that draws, though: its redo record waits for the next
+// commit on the server (or the log flush once a second), so a crash soon
+// after a block starts would hand the block's values out again. So a
+// Provider confirms each block it draws from before it returns a token
+// from it: it commits a row of a one-row table beside the sequence
+// (distlock_fence_seq_mark) on the connection that drew, whose redo record
+// follows the block's and is written with it. That is one round trip per
+// block of 1000 tokens a Provider draws from. Tokens of one lock thus
+// strictly increase across processes, server restarts and crashes of the
+// server process (with innodb_flush_log_at_trx_commit = 2 or 1), and
+// crashes of its machine (with 1, and sync_binlog = 1 with a binary log).
 //
 // MySQL has no sequences: there, and wherever the holder must be told
 // (core.Inspector), WithFenceTable keeps one counter row per lock in a

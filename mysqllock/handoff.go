@@ -139,5 +139,11 @@ func (g *grant) draw(ctx context.Context) (uint64, error) {
 		c.fail(errors.New("draw a handoff token: the session no longer holds the lock"))
 		return 0, errBroken
 	}
+	if err := c.confirm(ctx, token); err != nil {
+		if connFailed(err) {
+			c.fail(err)
+		}
+		return 0, err
+	}
 	return token, nil
 }

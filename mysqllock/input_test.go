@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		"fence table":        WithFenceTable("bad name"),
 		"fence table dots":   WithFenceTable("a.b.c"),
 		"members table":      WithMembersTable("x;DROP"),
+		"long sequence":      WithFenceSequence("s." + strings.Repeat("q", 60)),
 		"keepalive":          WithKeepalive(0),
 		"max conns":          WithMaxConns(1),
 		"timeout":            WithTimeout(-time.Second),

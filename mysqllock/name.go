@@ -45,3 +45,13 @@ const (
 
 // slotKind is the kind of slot i of a semaphore.
 func slotKind(i int) string { return "dl/s" + strconv.Itoa(i) + "/" }
+
+// LockName returns the server's name of the user-level lock of
+// Mutex(name), for clients outside distlock: IS_USED_LOCK(LockName(name))
+// reports the connection id of the session that holds it, and a GET_LOCK
+// on it excludes the same holders (without a fencing token).
+func LockName(name string) string { return lockName(kindMutex, name) }
+
+// SlotName returns the server's name of the user-level lock of slot i
+// (0 ≤ i < max) of Semaphore(name, max), as LockName does for a Mutex.
+func SlotName(name string, i int) string { return lockName(slotKind(i), name) }

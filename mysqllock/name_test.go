@@ -33,6 +33,8 @@ func TestLockName(t *testing.T) {
 	}
 	require.NotEqual(t, lockName(kindMutex, "x"), lockName(kindSem, "x"))
 	require.NotEqual(t, lockName(slotKind(1), "x"), lockName(slotKind(11), "x"))
+	require.Equal(t, lockName(kindMutex, "x"), LockName("x"))
+	require.Equal(t, lockName(slotKind(3), "x"), SlotName("x", 3))
 }
 
 func FuzzLockName(f *testing.F) {

@@ -3,6 +3,7 @@ package mysqllock
 import (
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/distlock/distlock/core/kit"
@@ -70,18 +71,22 @@ func WithFenceTable(name string) Option {
 
 // WithFenceSequence names the MariaDB sequence (10.3 and later) fencing
 // tokens are drawn from (the default source, DefaultFenceSequence), with the
-// same rules as WithFenceTable. The Provider creates it with CREATE
-// SEQUENCE IF NOT EXISTS on first use (default CACHE 1000: NEXTVAL writes
-// the sequence's row once per 1000 values, and a restart goes on after the
-// cached block, never below it).
+// same rules as WithFenceTable, the last part at most 59 bytes. The
+// Provider creates it on first use with CREATE SEQUENCE IF NOT EXISTS
+// ... INCREMENT BY 1 CACHE 1000, and beside it a one-row table named after
+// it plus "_mark"; a sequence made beforehand needs INCREMENT 1 and a
+// CACHE.
 //
 // Tokens from one sequence increase across all locks rather than per lock,
 // which still makes every lock's tokens strictly increasing. The grant
 // statement draws the token only when GET_LOCK grants, in the same round
-// trip, and writes no row. Locks of a Provider using a sequence do not
-// implement core.Inspector: no row records the holder (see
-// WithFenceTable). Every Provider sharing locks must use the same fence
-// source.
+// trip, and writes no row. NEXTVAL serves blocks of CACHE values from
+// memory; once per block a Provider draws from, it commits the mark row
+// before it returns the token, which makes the sequence's record of the
+// block durable (see the package documentation, "Fencing"). Locks of a
+// Provider using a sequence do not implement core.Inspector: no row
+// records the holder (see WithFenceTable). Every Provider sharing locks
+// must use the same fence source.
 func WithFenceSequence(name string) Option {
 	return func(o *options) { o.fenceTable, o.fenceSeq = name, true }
 }
@@ -169,6 +174,10 @@ func (o options) validate() error {
 		if err := validIdent(name); err != nil {
 			return err
 		}
+	}
+	if o.fenceSeq && len(o.fenceTable[strings.LastIndex(o.fenceTable, ".")+1:]) > 64-len(markSuffix) {
+		return kit.Invalid("mysqllock: sequence name %q is longer than %d bytes (its mark table adds %q)",
+			o.fenceTable, 64-len(markSuffix), markSuffix)
 	}
 	switch {
 	case o.keepalive <= 0:

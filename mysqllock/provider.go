@@ -26,8 +26,9 @@ type Provider struct {
 	sql    statements
 	notify kit.Notifier
 
-	fenceSetup   setup // the fence table exists
+	fenceSetup   setup // the fence sequence or table exists
 	membersSetup setup // the members table exists
+	seq          seqBlocks
 
 	mu      sync.Mutex
 	conns   []*conn
@@ -81,9 +82,10 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
-		db:       db,
-		opts:     o,
-		sql:      statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq, members: quoteIdent(o.membersTable)},
+		db:   db,
+		opts: o,
+		sql: statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq, mark: quoteIdent(o.fenceTable + markSuffix),
+			members: quoteIdent(o.membersTable)},
 		changed:  make(chan struct{}),
 		keepStop: make(chan struct{}),
 		keepDone: make(chan struct{}),
@@ -188,21 +190,6 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 func (p *Provider) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
-}
-
-// ensureFence creates the fence sequence or table once per Provider. A
-// concurrent creator elsewhere is harmless: IF NOT EXISTS.
-func (p *Provider) ensureFence(ctx context.Context) error {
-	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
-		_, err := p.db.ExecContext(ctx, p.sql.createFence())
-		switch {
-		case err != nil && p.sql.seq:
-			return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.fenceTable, err)
-		case err != nil:
-			return fmt.Errorf("create fence table %s: %w", p.opts.fenceTable, err)
-		}
-		return nil
-	})
 }
 
 // setup is a schema step a Provider runs once: again after a failure, never

@@ -22,6 +22,7 @@ func quoteIdent(name string) string {
 type statements struct {
 	fence   string // quoted fence sequence or table
 	seq     bool   // fence is a sequence (the default)
+	mark    string // quoted table whose commits make the sequence's blocks durable
 	members string // quoted members table
 }
 
@@ -115,14 +116,6 @@ WHERE name = ? AND IS_USED_LOCK(?) = CONNECTION_ID()`, s.fence)
 // lock name.
 func (s *statements) holder() string {
 	return fmt.Sprintf(`SELECT holder, token FROM %s WHERE name = ? AND conn = IS_USED_LOCK(?)`, s.fence)
-}
-
-func (s *statements) createFence() string {
-	if s.seq {
-		return fmt.Sprintf(`CREATE SEQUENCE IF NOT EXISTS %s`, s.fence)
-	}
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
-token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, s.fence)
 }
 
 // sessionSQL sets up one of the Provider's sessions: autocommit (a counter

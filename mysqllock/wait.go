@@ -44,24 +44,39 @@ func grantedBy(res sql.Result) (uint64, bool) {
 	return uint64(id), err == nil && id > 0
 }
 
+// won is what a grant statement granted: the lock and its token.
+type won struct {
+	lock  string
+	token uint64
+}
+
 // grantOn runs cl's grant statement on c (locked) under ctx as it is,
 // waiting timeout seconds on each lock; ok reports a grant.
-func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (token uint64, ok bool, err error) {
+func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (w won, ok bool, err error) {
 	p := c.p
 	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.identity, timeout)
-	if !p.sql.seq {
+	var v uint64
+	if p.sql.seq {
+		var n sql.NullInt64
+		if err := c.queryRowOn(ctx, q, args...).Scan(&n); err != nil {
+			return won{}, false, err
+		}
+		v, ok = uint64(n.Int64), n.Valid && n.Int64 > 0
+	} else {
 		res, err := c.execOn(ctx, q, args...)
 		if err != nil {
-			return 0, false, err
+			return won{}, false, err
 		}
-		token, ok := grantedBy(res)
-		return token, ok, nil
+		v, ok = grantedBy(res)
 	}
-	var v sql.NullInt64
-	if err := c.queryRowOn(ctx, q, args...).Scan(&v); err != nil {
-		return 0, false, err
+	if !ok {
+		return won{}, false, nil
 	}
-	return uint64(v.Int64), v.Valid && v.Int64 > 0, nil
+	if cl.sem {
+		// The low 16 bits name the granted candidate; the token is above.
+		return won{lock: cl.locks[v&0xffff], token: v >> 16}, true, nil
+	}
+	return won{lock: cl.locks[0], token: v}, true, nil
 }
 
 // tryOn runs cl's grant statement without waiting on c (locked), and
@@ -69,8 +84,11 @@ func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (token ui
 // an error matching errConnFailed.
 func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, error) {
 	octx, cancel := p.opCtx(ctx)
-	token, ok, err := c.grantOn(octx, cl, 0)
+	w, ok, err := c.grantOn(octx, cl, 0)
 	cancel()
+	if err == nil && ok {
+		err = c.confirm(ctx, w.token)
+	}
 	if err != nil {
 		if connFailed(err) {
 			c.fail(err)
@@ -85,19 +103,14 @@ func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, e
 		c.mu.Unlock()
 		return nil, kit.Busy("held by another session")
 	}
-	return p.granted(ctx, c, cl, token)
+	return p.granted(ctx, c, cl, w)
 }
 
 // granted registers the grant of cl's statement on c (locked), unlocks c,
 // and returns the handle, or releases the grant when ctx ended meanwhile.
-func (p *Provider) granted(ctx context.Context, c *conn, cl claim, token uint64) (core.Handle, error) {
-	lock := cl.locks[0]
-	if cl.sem {
-		// The low 16 bits name the granted candidate; the token is above.
-		lock, token = cl.locks[token&0xffff], token>>16
-	}
-	g := &grant{c: c, lock: lock, row: cl.row, name: cl.name, handoff: cl.handoff, run: kit.StartRun(time.Now())}
-	g.h = kit.NewHandle(token, func(rctx context.Context) error { return p.release(rctx, g) })
+func (p *Provider) granted(ctx context.Context, c *conn, cl claim, w won) (core.Handle, error) {
+	g := &grant{c: c, lock: w.lock, row: cl.row, name: cl.name, handoff: cl.handoff, run: kit.StartRun(time.Now())}
+	g.h = kit.NewHandle(w.token, func(rctx context.Context) error { return p.release(rctx, g) })
 	c.addGrant(g)
 	c.mu.Unlock()
 	if ctx.Err() != nil {
@@ -122,10 +135,13 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 		return nil, 0, kit.NotAcquired(ctx)
 	}
 	secs, _ := strconv.ParseFloat(strconv.FormatFloat(d.Seconds(), 'f', 3, 64), 64)
-	token, ok, err := p.waitOn(ctx, c, cl, secs)
+	w, ok, err := p.waitOn(ctx, c, cl, secs)
+	if err == nil && ok {
+		err = c.confirm(ctx, w.token)
+	}
 	if err == nil {
 		if ok {
-			h, err := p.granted(ctx, c, cl, token) // releases the grant if ctx ended
+			h, err := p.granted(ctx, c, cl, w) // releases the grant if ctx ended
 			return h, 0, err
 		}
 		c.doneWaiting()
@@ -155,13 +171,13 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 // server, watched by killWait: ctx ends the wait without breaking the
 // connection. It returns once no KILL QUERY aimed at this statement can
 // still land, so that none ends the connection's next statement.
-func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) (uint64, bool, error) {
+func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) (won, bool, error) {
 	qctx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return 0, false, errClosed
+		return won{}, false, errClosed
 	}
 	c.abort = abort
 	p.mu.Unlock()
@@ -173,13 +189,13 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) 
 		defer close(watched)
 		p.killWait(ctx, c, done, abort)
 	}()
-	token, ok, err := c.grantOn(qctx, cl, secs)
+	w, ok, err := c.grantOn(qctx, cl, secs)
 	close(done)
 	<-watched
 	p.mu.Lock()
 	c.abort = nil
 	p.mu.Unlock()
-	return token, ok, err
+	return w, ok, err
 }
 
 // killWait ends c's blocking statement when ctx ends before it does
