@@ -426,6 +426,7 @@ func TestElectionStoreOutage(t *testing.T) {
 	}{
 		{"redis", redisServer, launch.Server.Pause, launch.Server.Resume, redisLockerAt, true},
 		{"postgres", launch.Postgres, launch.Server.Kill, launch.Server.Start, pgLockerAt, false},
+		{"mysql", launch.MySQL, launch.Server.Kill, launch.Server.Start, mysqlLockerAt, false},
 		{"nats", launch.NATS, launch.Server.Pause, launch.Server.Resume,
 			func(t testing.TB, addr, name string) core.Locker { return natsLockerAt(t, "nats://"+addr, name) }, true},
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// MySQL (MariaDB) in the cross-backend tests: a row of electionBackends
-// and of TestPollLeaseBackends. A lock lives with its session, so a killed
+// MySQL (MariaDB) in the cross-backend tests: a row of electionBackends,
+// of TestElectionStoreOutage (the server killed and restarted, as for
+// PostgreSQL) and of TestPollLeaseBackends. A lock lives with its session, so a killed
 // leader's lock frees as soon as the server sees the connection close.
 
 // mysqlProvider returns a Provider with a short keepalive on a *sql.DB of
@@ -31,7 +32,11 @@ func mysqlProvider(t testing.TB, dsn string) (*mysqllock.Provider, func()) {
 }
 
 func mysqlElectionLocker(t testing.TB, name string) core.Locker {
-	p, closeP := mysqlProvider(t, locktest.RequireEnv(t, "DISTLOCK_MYSQL_DSN"))
+	return mysqlLockerAt(t, locktest.RequireEnv(t, "DISTLOCK_MYSQL_DSN"), name)
+}
+
+func mysqlLockerAt(t testing.TB, dsn, name string) core.Locker {
+	p, closeP := mysqlProvider(t, dsn)
 	t.Cleanup(closeP)
 	return p.Mutex(name)
 }
