@@ -42,7 +42,9 @@
 // ended. GET_LOCK is reentrant per session; mysqllock's locks are not: a
 // Provider tracks the locks each connection holds and never asks a
 // connection for a lock it already holds. Statements run prepared, once per
-// connection, so each costs one round trip.
+// connection, so each costs one round trip. A readTimeout in the DSN
+// bounds every blocking wait too (the driver gives up on the connection,
+// and the wait fails): leave it unset, and bound waits with ctx.
 //
 // # Local handoff
 //

@@ -56,7 +56,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 // Members lists the live ids of group, sorted by byte order, in one round
 // trip that reads only the group's rows (a primary key range).
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
-	if err := validMember(group, "-"); err != nil {
+	if err := validGroup(group); err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	if err := p.ensureMembers(ctx); err != nil {
@@ -82,15 +82,25 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 	return ids, nil
 }
 
-func validMember(group, id string) error {
+func validGroup(group string) error {
 	if err := kit.ValidateName(group); err != nil {
+		return err
+	}
+	if len(group) > maxMember {
+		return kit.Invalid("group must be at most %d bytes", maxMember)
+	}
+	return nil
+}
+
+func validMember(group, id string) error {
+	if err := validGroup(group); err != nil {
 		return err
 	}
 	if err := kit.ValidateName(id); err != nil {
 		return kit.Invalid("member id: %v", err)
 	}
-	if len(group) > maxMember || len(id) > maxMember {
-		return kit.Invalid("group and member id must be at most %d bytes", maxMember)
+	if len(id) > maxMember {
+		return kit.Invalid("member id must be at most %d bytes", maxMember)
 	}
 	return nil
 }
