@@ -20,6 +20,10 @@ const maxWait = time.Hour
 // by itself (its server timeout follows that deadline) before a KILL QUERY.
 const killGrace = 20 * time.Millisecond
 
+// killRetry is how often KILL QUERY is sent again while the wait it aims
+// at goes on.
+const killRetry = 50 * time.Millisecond
+
 var errConnFailed = errors.New("connection failed")
 
 // claim is what one grant statement asks for: the first free lock of
@@ -201,9 +205,11 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) 
 // killWait ends c's blocking statement when ctx ends before it does
 // (done): KILL QUERY on a connection of the pool (after killGrace when
 // ctx's deadline passed, which the server's timeout follows), which
-// leaves c's session and its connection in service. When the KILL fails,
-// or the statement has not ended within the Provider's timeout after it,
-// abort breaks c's socket instead (and c is then failed).
+// leaves c's session and its connection in service. A KILL that reaches
+// the session before the statement does finds nothing to end, so it is
+// sent again every killRetry until the statement ends. When a KILL fails,
+// or the statement has not ended within the Provider's timeout, abort
+// breaks c's socket instead (and c is then failed).
 func (p *Provider) killWait(ctx context.Context, c *conn, done <-chan struct{}, abort context.CancelFunc) {
 	select {
 	case <-done:
@@ -221,14 +227,21 @@ func (p *Provider) killWait(ctx context.Context, c *conn, done <-chan struct{}, 
 	}
 	kctx, cancel := context.WithTimeout(context.Background(), p.opts.timeout)
 	defer cancel()
-	if _, err := p.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatUint(c.id, 10)); err != nil {
-		p.opts.log.Warn("mysqllock: KILL QUERY of an abandoned wait failed; closing its connection", "conn", c.id, "err", err)
-		abort()
-		return
-	}
-	select {
-	case <-done:
-	case <-kctx.Done():
-		abort()
+	retry := time.NewTicker(killRetry)
+	defer retry.Stop()
+	for {
+		if _, err := p.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatUint(c.id, 10)); err != nil {
+			p.opts.log.Warn("mysqllock: KILL QUERY of an abandoned wait failed; closing its connection", "conn", c.id, "err", err)
+			abort()
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-kctx.Done():
+			abort()
+			return
+		case <-retry.C:
+		}
 	}
 }
