@@ -124,6 +124,7 @@ func (s *statements) holder() string {
 const sessionSQL = `SET SESSION autocommit = 1, wait_timeout = 31536000`
 
 // statementTimeoutSQL lifts MariaDB's statement timeout, which would end
-// blocking waits (MySQL has no such variable; its max_execution_time
-// bounds SELECT statements only, and none of ours that wait).
+// blocking waits. MySQL has no such variable (the error is ignored); its
+// max_execution_time bounds read-only SELECTs only, and on MySQL
+// (WithFenceTable) the statements that wait are INSERTs.
 const statementTimeoutSQL = `SET SESSION max_statement_time = 0`
