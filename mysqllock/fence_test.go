@@ -2,6 +2,8 @@ package mysqllock
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/distlock/distlock/core"
@@ -99,4 +101,40 @@ func TestHolder(t *testing.T) {
 	_, held, err = insp.Holder(ctx)
 	require.NoError(t, err)
 	require.False(t, held)
+}
+
+// Each block of the fence sequence a Provider draws from is confirmed by
+// one commit of the mark row before a token from it is returned, and only
+// one: with CACHE 3, seven grants span three blocks.
+func TestSequenceBlocksConfirmed(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	seq := fmt.Sprintf("distlock_test_seq_%08x", rand.Uint32())
+	for _, q := range []string{"CREATE SEQUENCE " + seq + " INCREMENT BY 1 CACHE 3", "CREATE SEQUENCE " + seq + "_bad INCREMENT BY 2"} {
+		_, err := db.Exec(q)
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() {
+		for _, q := range []string{"DROP SEQUENCE " + seq, "DROP SEQUENCE " + seq + "_bad", "DROP TABLE " + seq + "_mark"} {
+			_, _ = db.Exec(q)
+		}
+	})
+	p := newProviderOn(t, db, WithFenceSequence(seq))
+	marks := func() int {
+		var n int
+		require.NoError(t, db.QueryRow("SELECT n FROM "+seq+"_mark WHERE id = 1").Scan(&n))
+		return n
+	}
+	var last uint64
+	for i := range 7 {
+		h, err := p.Mutex(uniqueName(t, "m")).TryAcquire(ctx)
+		require.NoError(t, err)
+		require.Equal(t, uint64(i+1), h.FencingToken())
+		last = h.FencingToken()
+		require.NoError(t, h.Release(ctx))
+		require.Equal(t, i/3+1, marks(), "confirmations after token %d", last)
+	}
+
+	_, err := newProviderOn(t, db, WithFenceSequence(seq+"_bad")).Mutex("x").TryAcquire(ctx)
+	require.ErrorContains(t, err, "INCREMENT 2")
 }
