@@ -42,7 +42,10 @@
 // ended. GET_LOCK is reentrant per session; mysqllock's locks are not: a
 // Provider tracks the locks each connection holds and never asks a
 // connection for a lock it already holds. Statements run prepared, once per
-// connection, so each costs one round trip. A readTimeout in the DSN
+// connection, so each costs one round trip. A statement on a shared
+// connection is bounded by WithTimeout, never by the caller's ctx: the
+// driver cancels a statement by closing its connection, which would end
+// the session of every lock on it. A readTimeout in the DSN
 // bounds every blocking wait too (the driver gives up on the connection,
 // and the wait fails): leave it unset, and bound waits with ctx.
 //
@@ -51,10 +54,11 @@
 // When a Mutex is released while an Acquire of the same Provider waits for
 // it, the release leaves the lock on its session and hands the grant to
 // that waiter: no RELEASE_LOCK, no server wake-up, no new GET_LOCK. The
-// release draws the waiter's token on the holder's session with an UPDATE
-// of the counter row that matches only while IS_USED_LOCK names that
-// session (one round trip): the token is greater than every earlier
-// grant's, and a session killed from outside hands nothing on. A Provider's
+// release draws the waiter's token on the holder's session with a
+// statement that draws only while IS_USED_LOCK names that session
+// (NEXTVAL, or with WithFenceTable an UPDATE of the counter row; one round
+// trip): the token is greater than every earlier grant's, and a session
+// killed from outside hands nothing on. A Provider's
 // waiters for one lock line up locally in arrival order; only the first one
 // contends, and while a local grant holds the lock it waits locally for the
 // handoff rather than in the server's queue. Other sessions are only
