@@ -2,13 +2,13 @@
 # Throwaway backend servers for distlock's tests (see ARCHITECTURE.md, "Tests and tools").
 #
 #   scripts/services.sh start <statedir>   start 5x redis, a 3-node Redis Cluster, 1x PostgreSQL,
-#                                          1x NATS (JetStream)
+#                                          1x NATS (JetStream), 1x MariaDB
 #   scripts/services.sh stop  <statedir>   stop everything recorded in <statedir>
 #   scripts/services.sh ensure             only install missing server binaries
 #
 # `start` writes <statedir>/env with export lines for the tests:
 #   DISTLOCK_REDIS_ADDRS, DISTLOCK_REDIS_CLUSTER_ADDRS, DISTLOCK_PG_URL,
-#   DISTLOCK_NATS_URL, DISTLOCK_REQUIRE_SERVERS.
+#   DISTLOCK_NATS_URL, DISTLOCK_MYSQL_DSN, DISTLOCK_REQUIRE_SERVERS.
 # Every server listens on 127.0.0.1 on a random free port and keeps all of its
 # state in <statedir>, so several runs can coexist and nothing touches the
 # machine's own (system) servers.
@@ -86,6 +86,7 @@ missing_packages() {
 	find_bin redis-cli >/dev/null || pkgs+=(redis-tools)
 	find_bin nats-server >/dev/null || pkgs+=(nats-server)
 	find_pg_bindir >/dev/null || pkgs+=(postgresql)
+	missing_mysql_packages pkgs
 	# `go test -race` needs cgo, hence a C compiler.
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
 	echo "${pkgs[*]}"
@@ -131,7 +132,7 @@ ensure() {
 	# Belt and braces: if a system service got started anyway, stop it; it
 	# would only hold memory (we never use the default ports).
 	local svc
-	for svc in redis-server nats-server postgresql; do
+	for svc in redis-server nats-server postgresql mariadb; do
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
 			systemctl stop "$svc" >/dev/null 2>&1 || true
 			systemctl disable "$svc" >/dev/null 2>&1 || true
@@ -482,6 +483,109 @@ nats_ready() {
 	[[ $line == INFO* && $line == *'"jetstream":true'* ]]
 }
 
+# ------------------------------------------------------------------ mysql --
+
+# missing_mysql_packages ARRAY: appends the Debian package of MariaDB's
+# server (mariadbd, mariadb-install-db) to ARRAY when it is not installed.
+missing_mysql_packages() {
+	local -n out=$1
+	find_bin mariadbd >/dev/null && find_bin mariadb-install-db >/dev/null || out+=(mariadb-server)
+}
+
+# start_mysql STATE: one MariaDB server on a free loopback port, its data
+# directory and socket in STATE/mysql, no networking beyond 127.0.0.1. The
+# user root (unix socket auth) creates the database distlock and a user
+# distlock with no password, for the tests. Sets MYSQL_DSN (Go driver form).
+start_mysql() {
+	local state=$1 dir mysqld installdb port attempt pid user=() sock
+	mysqld=$(find_bin mariadbd) || die "mariadbd not found"
+	installdb=$(find_bin mariadb-install-db) || die "mariadb-install-db not found"
+	dir=$state/mysql
+	mkdir -p "$dir/data"
+	# Socket paths are limited to ~107 bytes, as for PostgreSQL.
+	sock=$dir/mysqld.sock
+	if ((${#sock} > 80)); then
+		sock=$(mktemp -d /tmp/distlock-mysqlsock.XXXXXX)/mysqld.sock
+		echo "${sock%/*}" >"$dir/tmpsock"
+	fi
+	if [[ $(id -u) -eq 0 ]]; then
+		user=(--user=root) # mariadbd refuses to run as root without it
+	fi
+	if ! "$installdb" --no-defaults "${user[@]}" --datadir="$dir/data" \
+		--auth-root-authentication-method=socket --skip-test-db \
+		>"$dir/install-db.log" 2>&1; then
+		log_tail "$dir/install-db.log"
+		die "mariadb-install-db failed"
+	fi
+	for attempt in 1 2 3 4 5; do
+		pick_port
+		port=$FREE_PORT
+		# Durable enough for the tests and fast: each commit reaches the OS
+		# (a killed mariadbd loses nothing), no fsync per commit.
+		setsid "$mysqld" --no-defaults "${user[@]}" --datadir="$dir/data" \
+			--bind-address=127.0.0.1 --port="$port" --socket="$sock" \
+			--pid-file="$dir/mysqld.pid" --log-error="$dir/mysqld.log" \
+			--skip-name-resolve --max-connections=1000 \
+			--innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=64M \
+			--skip-log-bin </dev/null >>"$dir/mysqld.out" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/pid"
+		if wait_for mysql_ready "$pid" "$sock"; then
+			echo "$port" >"$dir/port"
+			echo "$sock" >"$dir/sock"
+			break
+		fi
+		kill_pid "$pid"
+		log "mariadb did not start on port $port (attempt $attempt)"
+		log_tail "$dir/mysqld.log"
+		((attempt < 5)) || die "mariadb failed to start"
+	done
+	if ! mysql_root "$sock" -e "CREATE DATABASE distlock;
+		CREATE USER 'distlock'@'127.0.0.1' IDENTIFIED BY '';
+		GRANT ALL ON *.* TO 'distlock'@'127.0.0.1';" >>"$dir/mysqld.out" 2>&1; then
+		log_tail "$dir/mysqld.out"
+		die "could not create the distlock database and user"
+	fi
+	MYSQL_DSN="distlock@tcp(127.0.0.1:$port)/distlock"
+}
+
+# Runs the mariadb client as the server's root (socket authentication).
+mysql_root() {
+	local sock=$1 client
+	shift
+	client=$(find_bin mariadb || find_bin mysql) || return 1
+	if [[ $(id -u) -eq 0 ]]; then
+		timeout 10 "$client" --no-defaults -S "$sock" -u root "$@"
+	else
+		timeout 10 "$client" --no-defaults -S "$sock" -u "$(id -un)" "$@"
+	fi
+}
+
+# Ready when our process runs and answers on its socket; 2 when it died.
+mysql_ready() {
+	local pid=$1 sock=$2
+	pid_alive "$pid" || return 2
+	mysql_root "$sock" -e 'SELECT 1'
+}
+
+mysql_running() {
+	local f=$1/mysql/pid
+	[[ -f $f ]] && pid_alive "$(cat "$f")"
+}
+
+stop_mysql() {
+	local dir=$1/mysql pid
+	if [[ -f $dir/pid ]]; then
+		pid=$(cat "$dir/pid")
+		pid_is "$pid" mariadbd && kill_pid "$pid"
+		rm -f "$dir/pid"
+	fi
+	if [[ -f $dir/tmpsock ]]; then
+		rm -rf "$(cat "$dir/tmpsock")"
+		rm -f "$dir/tmpsock"
+	fi
+}
+
 # ------------------------------------------------------------------ start --
 
 cmd_start() {
@@ -500,12 +604,14 @@ cmd_start() {
 	create_redis_cluster "$state"
 	start_pg "$state"
 	start_nats "$state"
+	start_mysql "$state"
 
 	cat >"$state/env.tmp" <<EOF
 export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
 export DISTLOCK_REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS
 export DISTLOCK_PG_URL='$PG_URL'
 export DISTLOCK_NATS_URL=$NATS_URL
+export DISTLOCK_MYSQL_DSN='$MYSQL_DSN'
 export DISTLOCK_REQUIRE_SERVERS=1
 export DISTLOCK_PG_BINDIR=$PG_BINDIR
 EOF
@@ -529,7 +635,7 @@ cmd_start_guarded() {
 		log "stale services in $state: restarting"
 		cmd_stop "$state"
 	fi
-	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats"
+	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats" "$state/mysql"
 	(cmd_start "$state") || rc=$?
 	if ((rc != 0)); then
 		log "start failed; stopping what was started"
@@ -547,7 +653,8 @@ all_running() {
 	done
 	((n == REDIS_COUNT + REDIS_CLUSTER_COUNT + 1)) || return 1
 	f=$state/pg/data/postmaster.pid
-	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")"
+	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")" || return 1
+	mysql_running "$state"
 }
 
 # ------------------------------------------------------------------- stop --
@@ -555,6 +662,7 @@ all_running() {
 cmd_stop() {
 	local state=$1 f pid
 	[[ -d $state ]] || return 0
+	stop_mysql "$state"
 	stop_pg "$state"
 	if [[ -f $state/nats/pid ]]; then
 		pid=$(cat "$state/nats/pid")

@@ -72,6 +72,7 @@ var electionBackends = []electionBackend{
 	{name: "redis", locker: redisElectionLocker, takeover: electionTTL},
 	{name: "postgres", locker: pgElectionLocker},
 	{name: "nats", locker: natsElectionLocker, takeover: electionTTL},
+	{name: "mysql", locker: mysqlElectionLocker},
 }
 
 func fileElectionLocker(t testing.TB, name string) core.Locker {
@@ -425,6 +426,7 @@ func TestElectionStoreOutage(t *testing.T) {
 	}{
 		{"redis", redisServer, launch.Server.Pause, launch.Server.Resume, redisLockerAt, true},
 		{"postgres", launch.Postgres, launch.Server.Kill, launch.Server.Start, pgLockerAt, false},
+		{"mysql", launch.MySQL, launch.Server.Kill, launch.Server.Start, mysqlLockerAt, false},
 		{"nats", launch.NATS, launch.Server.Pause, launch.Server.Resume,
 			func(t testing.TB, addr, name string) core.Locker { return natsLockerAt(t, "nats://"+addr, name) }, true},
 	}

@@ -14,6 +14,7 @@ require (
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
@@ -93,8 +94,10 @@ replace github.com/distlock/distlock/polllease => ../polllease
 
 require (
 	github.com/bsm/redislock v0.9.4
+	github.com/distlock/distlock/mysqllock v0.1.0
 	github.com/distlock/distlock/redlock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.13.0
+	github.com/go-sql-driver/mysql v1.9.3
 	github.com/gofrs/flock v0.12.1
 	github.com/moby/moby/api v1.56.1
 	github.com/moby/moby/client v0.6.2
@@ -106,3 +109,5 @@ require (
 replace github.com/distlock/distlock/filelock => ../filelock
 
 replace github.com/distlock/distlock/redlock => ../redlock
+
+replace github.com/distlock/distlock/mysqllock => ../mysqllock

@@ -18,7 +18,7 @@ import (
 
 // backend says how workers reach a backend under test.
 type backend struct {
-	kind string        // file, redis, redlock, postgres or nats
+	kind string        // file, redis, redlock, postgres, nats or mysql
 	addr string        // directory, address(es) or URL, as open takes it
 	ttl  time.Duration // lease TTL; 0 for backends without leases
 	// lock is the kind of lock the workers take: mutex (the default),
@@ -27,6 +27,8 @@ type backend struct {
 	// noSemaphore: the backend cannot offer a semaphore (RedLock on
 	// several servers).
 	noSemaphore bool
+	// noRWMutex: the backend cannot offer a reader-writer lock (MySQL).
+	noRWMutex bool
 }
 
 // name is the backend's name in the summary.
@@ -46,6 +48,7 @@ type run struct {
 	srv     *httptest.Server
 	workers []*worker
 	start   time.Time
+	lock    string // the name of the lock the workers take
 }
 
 // worker is a worker process.
@@ -82,6 +85,7 @@ func startRun(t *testing.T, b backend, n int) *run {
 	r := &run{t: t, b: b, res: newResource(), start: time.Now()}
 	r.srv = httptest.NewServer(r.res)
 	lock := fmt.Sprintf("torture/%s/%d", t.Name(), time.Now().UnixNano())
+	r.lock = lock
 	for i := range n {
 		w := &worker{id: i, out: &syncBuffer{}, done: make(chan struct{})}
 		w.cmd = exec.Command(os.Args[0], "-test.run=^$")

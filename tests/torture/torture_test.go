@@ -66,7 +66,7 @@ func locks() []string {
 // summary.
 func torture(t *testing.T, b backend, faults []fault) {
 	for _, lock := range locks() {
-		if lock == "semaphore" && b.noSemaphore {
+		if lock == "semaphore" && b.noSemaphore || lock == "write" && b.noRWMutex {
 			continue
 		}
 		b.lock = lock

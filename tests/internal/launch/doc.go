@@ -1,18 +1,19 @@
-// Package launch starts throwaway Redis, PostgreSQL and NATS servers for
-// fault tests: servers a test owns and may kill, pause (SIGSTOP) and restart
-// without disturbing the shared servers that `make test` starts for the
-// other tests.
+// Package launch starts throwaway Redis, PostgreSQL, NATS and MariaDB
+// servers for fault tests: servers a test owns and may kill, pause
+// (SIGSTOP) and restart without disturbing the shared servers that `make
+// test` starts for the other tests.
 //
 // Two engines run a server, behind one [Server] interface:
 //
 //   - Docker, through testcontainers-go, when a Docker engine answers on
 //     DOCKER_HOST or /var/run/docker.sock (a developer laptop). Images:
-//     redis:7-alpine, postgres:16-alpine, nats:2-alpine. Each container
+//     redis:7-alpine, postgres:16-alpine, nats:2-alpine, mariadb:11. Each container
 //     publishes its port on a fixed free loopback port, so a restarted
 //     container keeps its address, and pausing uses `docker pause` (the
 //     cgroup freezer, the container's SIGSTOP).
-//   - Local binaries otherwise (CI here): redis-server, nats-server and
-//     PostgreSQL's initdb/pg_ctl, found in PATH, DISTLOCK_PG_BINDIR,
+//   - Local binaries otherwise (CI here): redis-server, nats-server,
+//     mariadbd/mariadb-install-db and PostgreSQL's initdb/pg_ctl, found in
+//     PATH, DISTLOCK_PG_BINDIR,
 //     /usr/sbin or /usr/lib/postgresql/*/bin. `make test` installs them and
 //     puts them on PATH. PostgreSQL refuses to run as root, so as root the
 //     cluster runs as the postgres user (or distlock-pg, which

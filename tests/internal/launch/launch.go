@@ -19,10 +19,11 @@ import (
 // and restarts, so clients reconnect to it by themselves.
 type Server interface {
 	// Addr is where clients connect: host:port for Redis and NATS, a URL
-	// for PostgreSQL (database distlock, user distlock, no password).
+	// for PostgreSQL (database distlock, user distlock, no password), a
+	// go-sql-driver DSN for MySQL.
 	Addr() string
-	// Kill stops the server abruptly, as a crash would: SIGKILL for Redis
-	// and NATS, an immediate shutdown (SIGQUIT) for PostgreSQL. Its data
+	// Kill stops the server abruptly, as a crash would: SIGKILL for Redis,
+	// NATS and MySQL, an immediate shutdown (SIGQUIT) for PostgreSQL. Its data
 	// directory stays, so Start brings back whatever it had persisted.
 	Kill(t testing.TB)
 	// Start starts a killed server again, at the same address, and returns

@@ -1,0 +1,95 @@
+package mysqllock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+)
+
+// The fence sequence's durability. NEXTVAL serves a block of CACHE values
+// from memory and writes the sequence's row when it starts a block; after a
+// crash the sequence goes on from the row, above every block it recorded.
+// But the row's write is not committed with the statement that draws: its
+// redo record waits for the next commit (or the once-a-second log flush),
+// so a crash soon after a block starts would hand that block's values out
+// again. A Provider therefore confirms each block before it returns a token
+// from it: one commit of a row of the mark table on the drawing
+// connection, whose redo follows the block's record and is written with it
+// (and flushed, with innodb_flush_log_at_trx_commit = 1). One round trip
+// per block of 1000 tokens a Provider draws from.
+
+// markSuffix names the mark table after the sequence.
+const markSuffix = "_mark"
+
+// seqCache is the block size of the sequences the Provider creates.
+const seqCache = 1000
+
+// seqBlocks is what a Provider knows of its fence sequence.
+type seqBlocks struct {
+	mu           sync.Mutex
+	start, cache uint64 // the sequence's START and CACHE
+	durable      uint64 // tokens below this are in blocks confirmed durable
+}
+
+// ensureFence creates the fence sequence (and its mark table) or table once
+// per Provider, and reads the sequence's parameters. A concurrent creator
+// elsewhere is harmless: IF NOT EXISTS.
+func (p *Provider) ensureFence(ctx context.Context) error {
+	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+		if !p.sql.seq {
+			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
+token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
+			if _, err := p.db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("create fence table %s: %w", p.opts.fenceTable, err)
+			}
+			return nil
+		}
+		for _, q := range []string{
+			fmt.Sprintf(`CREATE SEQUENCE IF NOT EXISTS %s INCREMENT BY 1 CACHE %d`, p.sql.fence, seqCache),
+			fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (id TINYINT UNSIGNED PRIMARY KEY, n BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB`, p.sql.mark),
+			fmt.Sprintf(`INSERT IGNORE INTO %s (id, n) VALUES (1, 0)`, p.sql.mark),
+		} {
+			if _, err := p.db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.fenceTable, err)
+			}
+		}
+		var incr int64
+		var start, cache uint64
+		q := fmt.Sprintf(`SELECT start_value, increment, cache_size FROM %s`, p.sql.fence)
+		if err := p.db.QueryRowContext(ctx, q).Scan(&start, &incr, &cache); err != nil {
+			return fmt.Errorf("read fence sequence %s: %w", p.opts.fenceTable, err)
+		}
+		if incr != 1 || cache == 0 {
+			return fmt.Errorf("fence sequence %s has INCREMENT %d CACHE %d: it needs INCREMENT 1 and a CACHE", p.opts.fenceTable, incr, cache)
+		}
+		p.seq.mu.Lock()
+		p.seq.start, p.seq.cache = start, cache
+		p.seq.mu.Unlock()
+		return nil
+	})
+}
+
+// confirm makes token's block of the fence sequence durable before the
+// token is returned, unless the Provider confirmed that block already: a
+// commit on c (locked), which drew the token. With the fence table each
+// grant commits its own row, and there is nothing to do.
+func (c *conn) confirm(ctx context.Context, token uint64) error {
+	p := c.p
+	if !p.sql.seq {
+		return nil
+	}
+	p.seq.mu.Lock()
+	done, start, cache := token < p.seq.durable, p.seq.start, p.seq.cache
+	p.seq.mu.Unlock()
+	if done {
+		return nil
+	}
+	if _, err := c.exec(ctx, fmt.Sprintf(`UPDATE %s SET n = n + 1 WHERE id = 1`, p.sql.mark)); err != nil {
+		return fmt.Errorf("confirm the fence sequence's block: %w", err)
+	}
+	end := start + ((token-start)/cache+1)*cache
+	p.seq.mu.Lock()
+	p.seq.durable = max(p.seq.durable, end)
+	p.seq.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,116 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
+)
+
+// A grant statement takes a lock and draws its token in one round trip
+// (statements.grant); tryOn runs it without waiting, block (wait.go) lets
+// it wait in the server's queue.
+
+var errConnFailed = errors.New("connection failed")
+
+// claim is what one grant statement asks for: the first free lock of
+// locks (one for a Mutex; a semaphore's candidate slots), with the token
+// drawn from the counter row row.
+type claim struct {
+	name    string // for errors
+	row     string
+	locks   []string
+	sem     bool // the statement's value carries the candidate's index (statements.grant)
+	handoff bool // the grant may be handed on locally
+}
+
+// grantedBy reads the result of a statement that bumps a counter row
+// (the table's grant and draw): the token, and whether a row was bumped.
+func grantedBy(res sql.Result) (uint64, bool) {
+	n, err := res.RowsAffected()
+	if err != nil || n == 0 {
+		return 0, false
+	}
+	id, err := res.LastInsertId()
+	return uint64(id), err == nil && id > 0
+}
+
+// won is what a grant statement granted: the lock and its token.
+type won struct {
+	lock  string
+	token uint64
+}
+
+// grantOn runs cl's grant statement on c (locked) under ctx as it is,
+// waiting timeout seconds on each lock; ok reports a grant.
+func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (w won, ok bool, err error) {
+	p := c.p
+	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.identity, timeout)
+	var v uint64
+	if p.sql.seq {
+		var n sql.NullInt64
+		if err := c.queryRowOn(ctx, q, args...).Scan(&n); err != nil {
+			return won{}, false, err
+		}
+		v, ok = uint64(n.Int64), n.Valid && n.Int64 > 0
+	} else {
+		res, err := c.execOn(ctx, q, args...)
+		if err != nil {
+			return won{}, false, err
+		}
+		v, ok = grantedBy(res)
+	}
+	if !ok {
+		return won{}, false, nil
+	}
+	if cl.sem {
+		// The low 16 bits name the granted candidate; the token is above.
+		return won{lock: cl.locks[v&0xffff], token: v >> 16}, true, nil
+	}
+	return won{lock: cl.locks[0], token: v}, true, nil
+}
+
+// tryOn runs cl's grant statement without waiting on c (locked), and
+// unlocks c. A statement that breaks the connection fails it and returns
+// an error matching errConnFailed.
+func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, error) {
+	octx, cancel := p.opCtx(ctx)
+	w, ok, err := c.grantOn(octx, cl, 0)
+	cancel()
+	if err == nil && ok {
+		err = c.confirm(ctx, w.token)
+	}
+	if err != nil {
+		if connFailed(err) {
+			c.fail(err)
+			c.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", errConnFailed, err)
+		}
+		c.unlockIfHeld(ctx, cl.locks)
+		c.mu.Unlock()
+		return nil, err
+	}
+	if !ok {
+		c.mu.Unlock()
+		return nil, kit.Busy("held by another session")
+	}
+	return p.granted(ctx, c, cl, w)
+}
+
+// granted registers the grant of cl's statement on c (locked), unlocks c,
+// and returns the handle, or releases the grant when ctx ended meanwhile.
+func (p *Provider) granted(ctx context.Context, c *conn, cl claim, w won) (core.Handle, error) {
+	g := &grant{c: c, lock: w.lock, row: cl.row, name: cl.name, handoff: cl.handoff, run: kit.StartRun(time.Now())}
+	g.h = kit.NewHandle(w.token, func(rctx context.Context) error { return p.release(rctx, g) })
+	c.addGrant(g)
+	c.mu.Unlock()
+	if ctx.Err() != nil {
+		_ = g.h.Release(ctx)
+		return nil, kit.NotAcquired(ctx)
+	}
+	return g.h, nil
+}
