@@ -5,13 +5,16 @@ go 1.26.0
 require (
 	github.com/distlock/distlock/core v0.1.0
 	github.com/distlock/distlock/filelock v0.1.0
+	github.com/distlock/distlock/mysqllock v0.1.0
 	github.com/distlock/distlock/natslock v0.1.0
 	github.com/distlock/distlock/pglock v0.1.0
 	github.com/distlock/distlock/redislock v0.1.0
 	github.com/distlock/distlock/redlock v0.1.0
+	github.com/go-sql-driver/mysql v1.9.3
 )
 
 require (
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -32,6 +35,7 @@ require (
 replace (
 	github.com/distlock/distlock/core => ./core
 	github.com/distlock/distlock/filelock => ./filelock
+	github.com/distlock/distlock/mysqllock => ./mysqllock
 	github.com/distlock/distlock/natslock => ./natslock
 	github.com/distlock/distlock/pglock => ./pglock
 	github.com/distlock/distlock/redislock => ./redislock

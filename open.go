@@ -10,6 +10,7 @@ import (
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/core/memlock"
 	"github.com/distlock/distlock/filelock"
+	"github.com/distlock/distlock/mysqllock"
 	"github.com/distlock/distlock/natslock"
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/redislock"
@@ -44,10 +45,10 @@ var openers = map[string]opener{
 	"postgresql":     open(pglock.Open),
 	"nats":           open(natslock.Open),
 	"nats+tls":       open(natslock.Open),
+	"mysql":          open(mysqllock.Open),
 	// Backends whose openers are still to come: their modules' Open goes
 	// here, in place of notYet.
-	"etcd":  notYet("etcdlock"),
-	"mysql": notYet("mysqllock"),
+	"etcd": notYet("etcdlock"),
 }
 
 // open adapts a backend's Open, whose options stay at their URL values.

@@ -12,6 +12,7 @@ import (
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
 	"github.com/distlock/distlock/core/memlock"
+	"github.com/go-sql-driver/mysql"
 )
 
 func bg() context.Context { return context.Background() }
@@ -22,6 +23,10 @@ func serverURLs(t *testing.T) map[string]string {
 	redis := strings.Split(locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS"), ",")
 	cluster := locktest.RequireEnv(t, "DISTLOCK_REDIS_CLUSTER_ADDRS")
 	pg := locktest.RequireEnv(t, "DISTLOCK_PG_URL")
+	my, err := mysql.ParseDSN(locktest.RequireEnv(t, "DISTLOCK_MYSQL_DSN"))
+	if err != nil {
+		t.Fatalf("DISTLOCK_MYSQL_DSN: %v", err)
+	}
 	return map[string]string{
 		"file":          "file://" + filepath.ToSlash(t.TempDir()) + "?identity=meta",
 		"mem":           "mem://?identity=meta",
@@ -31,6 +36,7 @@ func serverURLs(t *testing.T) map[string]string {
 		"postgres":      pg,
 		"postgresql":    "postgresql" + strings.TrimPrefix(pg, "postgres"),
 		"nats":          locktest.RequireEnv(t, "DISTLOCK_NATS_URL") + "?bucket=distlock_meta&ttl=5s",
+		"mysql":         "mysql://" + my.User + "@" + my.Addr + "/" + my.DBName + "?identity=meta",
 	}
 }
 
@@ -111,6 +117,9 @@ func TestOpenBadURL(t *testing.T) {
 		{"redis://a:1,b:2", "host"},
 		{"redis://h:notaport", "host"},
 		{"postgres:///db", "host"},
+		{"mysql://h", "path"},
+		{"mysql://h1,h2/db", "host"},
+		{"mysql://h/db?keepalive=soon", "parameter keepalive"},
 		{"nats://", "host"},
 		{"redlock://", "host"},
 		{"file://otherhost/x", "host"},
@@ -143,7 +152,7 @@ func TestOpenBadURL(t *testing.T) {
 			t.Errorf("Open(%q): the error shows the password: %v", c.url, err)
 		}
 	}
-	for _, url := range []string{"etcd://h:2379", "mysql://u@h/db"} {
+	for _, url := range []string{"etcd://h:2379"} {
 		if _, err := distlock.Open(bg(), url); !errors.Is(err, core.ErrUnsupported) || errors.Is(err, core.ErrInvalidArgument) {
 			t.Errorf("Open(%q) = %v, want ErrUnsupported alone", url, err)
 		}

@@ -22,6 +22,7 @@ var errClosed = errors.New("mysqllock: provider closed")
 // every lock it holds and stop its goroutines.
 type Provider struct {
 	db     *sql.DB
+	owned  bool // Open made db: Close closes it
 	opts   options
 	sql    statements
 	notify kit.Notifier
@@ -131,6 +132,9 @@ func (p *Provider) Close() error {
 		c.mu.Unlock()
 	}
 	p.waits.Wait()
+	if p.owned {
+		return p.db.Close()
+	}
 	return nil
 }
 

@@ -11,12 +11,15 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/distlock/distlock/filelock v0.1.0 // indirect
+	github.com/distlock/distlock/mysqllock v0.1.0 // indirect
 	github.com/distlock/distlock/natslock v0.1.0 // indirect
 	github.com/distlock/distlock/pglock v0.1.0 // indirect
 	github.com/distlock/distlock/redislock v0.1.0 // indirect
 	github.com/distlock/distlock/redlock v0.1.0 // indirect
+	github.com/go-sql-driver/mysql v1.9.3 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -36,6 +39,7 @@ replace (
 	github.com/distlock/distlock/core => ../../core
 	github.com/distlock/distlock/election => ../../election
 	github.com/distlock/distlock/filelock => ../../filelock
+	github.com/distlock/distlock/mysqllock => ../../mysqllock
 	github.com/distlock/distlock/natslock => ../../natslock
 	github.com/distlock/distlock/pglock => ../../pglock
 	github.com/distlock/distlock/redislock => ../../redislock
