@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -17,6 +18,7 @@ type options struct {
 	notify        bool
 	identity      string
 	log           *slog.Logger
+	observers     []core.Observer
 }
 
 // Defaults, in one place.
@@ -90,6 +92,15 @@ func WithLogger(l *slog.Logger) Option {
 			o.log = l
 		}
 	}
+}
+
+// WithObserver adds obs to the observers of the Provider's locks: each
+// acquire (its outcome and wait), release, loss (with its cause) and check
+// of a held lock file is reported to it (see core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs) }
 }
 
 // withoutNotify turns off the directory watcher, so waiting falls back to

@@ -51,6 +51,7 @@ type Provider struct {
 	notifier kit.Notifier
 	keeper   *kit.Keeper
 	watcher  *watcher
+	probe    *kit.Probe // nil without observers
 
 	// hookAfterOpen, when set (by tests), runs between opening a lock file
 	// and locking it: the window in which a deleted file gets locked.
@@ -99,6 +100,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
+		probe:   kit.NewProbe(backend, o.observers...),
 	}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		Interval: o.checkInterval,
@@ -122,7 +124,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &mutex{p: p, name: name, base: p.base(mutexDir, name)}
+	return p.probe.Mutex(&mutex{p: p, name: name, base: p.base(mutexDir, name)})
 }
 
 // RWMutex returns the reader-writer lock called name: many readers at once
@@ -132,7 +134,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)}
+	return p.probe.RWMutex(&rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)})
 }
 
 // Semaphore returns the semaphore called name, which admits at most max
@@ -147,7 +149,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name,
 			kit.Invalid("semaphore max %d is outside [1, %d]", max, MaxSemaphore)))
 	}
-	return &semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max}
+	return p.probe.Semaphore(&semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max})
 }
 
 // Close releases every lock still held through p (their handles' contexts

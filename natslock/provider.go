@@ -45,6 +45,7 @@ type config struct {
 	timeout       time.Duration
 	handoff       kit.HandoffLimits
 	log           *slog.Logger
+	observers     []core.Observer
 }
 
 // WithBucket names the KV bucket that holds the locks. Default "distlock".
@@ -79,6 +80,15 @@ func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b 
 // own: a KV watcher that could not start, while its waiters fall back to
 // polling. Default (and nil): discard.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release, loss (with its
+// cause) and lease renewal is reported to it (core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(c *config) { c.observers = append(c.observers, obs) }
+}
 
 // WithTimeout bounds each operation's requests (an acquire attempt, a
 // release, a read), so a server that stops answering gives an error instead
@@ -115,6 +125,7 @@ type Provider struct {
 	spare   spareKeys
 	gates   kit.Gates
 	handoff kit.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
+	probe   *kit.Probe
 
 	wmu      sync.Mutex
 	watches  map[string]*watch
@@ -197,6 +208,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		stream:  stream,
 		prefix:  "$KV." + cfg.bucket + ".",
 		watches: make(map[string]*watch),
+		probe:   kit.NewProbe(backend, cfg.observers...),
 	}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the renewal's own round trip.
