@@ -14,12 +14,14 @@ import (
 // traces.
 //
 // Observe is called synchronously on the goroutine where the event
-// happens: the caller of Acquire, TryAcquire or Release, or the backend's
-// own goroutine for renewals and losses. Calls may be concurrent. It must
-// return quickly and must not acquire or release locks of the Provider
-// that reports to it.
+// happens: the caller of Acquire, TryAcquire or Release, with the context
+// of that call (so that a tracer can make the event a child of the
+// caller's span), or the backend's own goroutine for renewals and losses,
+// with a background context. Calls may be concurrent. It must return
+// quickly and must not acquire or release locks of the Provider that
+// reports to it.
 type Observer interface {
-	Observe(Event)
+	Observe(ctx context.Context, e Event)
 }
 
 // EventKind says what an Event reports.
@@ -58,10 +60,12 @@ type Event struct {
 	// waiter the next holder). Empty when the acquire took the lock by
 	// an attempt of its own.
 	Handoff string
-	// Duration is, for EventAcquire, how long the call took; for
-	// EventRelease and EventLost, how long the grant was held; for
-	// EventRenew, the renewal's round trip.
+	// Duration is how long the call took (EventAcquire, EventRelease)
+	// or the renewal's round trip (EventRenew).
 	Duration time.Duration
+	// Held is how long the grant was held, from the return of its
+	// acquire (EventRelease, EventLost).
+	Held time.Duration
 	// Err is why an acquire failed (matching ErrNotAcquired when the lock
 	// was busy or the context ended), a release's error, the cause of a
 	// loss (matching ErrLockLost), or a renewal's error.

@@ -111,10 +111,12 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	err := h.release(ctx)
-	if p != nil {
-		p.report(core.EventRelease, h.token, err)
+	if p == nil {
+		return h.release(ctx)
 	}
+	start := time.Now()
+	err := h.release(ctx)
+	p.released(ctx, h.token, start, err)
 	return err
 }
 

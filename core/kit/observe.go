@@ -51,9 +51,9 @@ func NewProbe(backend string, obs ...core.Observer) *Probe {
 // fanOut is an Observer that hands each event to several, in order.
 type fanOut []core.Observer
 
-func (f fanOut) Observe(e core.Event) {
+func (f fanOut) Observe(ctx context.Context, e core.Event) {
 	for _, o := range f {
-		o.Observe(e)
+		o.Observe(ctx, e)
 	}
 }
 
@@ -123,15 +123,15 @@ func (l *probed) Name() string { return l.l.Name() }
 func (l *probed) TryAcquire(ctx context.Context) (core.Handle, error) {
 	start := time.Now()
 	h, err := l.l.TryAcquire(ctx)
-	l.acquired(h, err, start, true)
+	l.acquired(ctx, h, err, start, true)
 	return h, err
 }
 
 func (l *probed) Acquire(ctx context.Context) (core.Handle, error) {
-	l.p.obs.Observe(l.event(core.EventWait))
+	l.p.obs.Observe(ctx, l.event(core.EventWait))
 	start := time.Now()
 	h, err := l.l.Acquire(ctx)
-	l.acquired(h, err, start, false)
+	l.acquired(ctx, h, err, start, false)
 	return h, err
 }
 
@@ -143,24 +143,24 @@ func (l *probed) event(kind core.EventKind) core.Event {
 // err, and attaches a probe to h so that its release and loss are
 // reported too. The acquire is reported first: a loss is never reported
 // before the grant it ends.
-func (l *probed) acquired(h core.Handle, err error, start time.Time, try bool) {
+func (l *probed) acquired(ctx context.Context, h core.Handle, err error, start time.Time, try bool) {
 	ev := l.event(core.EventAcquire)
 	ev.Try, ev.Err = try, err
 	now := time.Now()
 	ev.Duration = now.Sub(start)
 	if h == nil {
-		l.p.obs.Observe(ev)
+		l.p.obs.Observe(ctx, ev)
 		return
 	}
 	ev.Token = h.FencingToken()
 	b, ok := h.(interface{ kitBase() *BaseHandle })
 	if !ok {
-		l.p.obs.Observe(ev) // not built on BaseHandle: its end goes unreported
+		l.p.obs.Observe(ctx, ev) // not built on BaseHandle: its end goes unreported
 		return
 	}
 	base := b.kitBase()
 	ev.Handoff = base.handedBy()
-	l.p.obs.Observe(ev)
+	l.p.obs.Observe(ctx, ev)
 	base.attach(&handleProbe{obs: l.p.obs, ev: l.event(0), since: now}).report(ev.Token)
 }
 
@@ -171,19 +171,21 @@ type handleProbe struct {
 	since time.Time  // when the grant reached its acquirer
 }
 
-// report reports the end of the grant with token: EventRelease or
-// EventLost, whose Duration is the time held.
-func (p *handleProbe) report(kind core.EventKind, token uint64, err error) {
+// released reports the release of the grant with token, a call with ctx
+// that started at start and ended with err.
+func (p *handleProbe) released(ctx context.Context, token uint64, start time.Time, err error) {
 	ev := p.ev
-	ev.Kind, ev.Token, ev.Err, ev.Duration = kind, token, err, time.Since(p.since)
-	p.obs.Observe(ev)
+	now := time.Now()
+	ev.Kind, ev.Token, ev.Err = core.EventRelease, token, err
+	ev.Duration, ev.Held = now.Sub(start), start.Sub(p.since)
+	p.obs.Observe(ctx, ev)
 }
 
 // renewed reports a renewal of the grant with token that took d.
 func (p *handleProbe) renewed(token uint64, d time.Duration, err error) {
 	ev := p.ev
 	ev.Kind, ev.Token, ev.Err, ev.Duration = core.EventRenew, token, err, d
-	p.obs.Observe(ev)
+	p.obs.Observe(context.Background(), ev)
 }
 
 // loss is a loss to report, once the handle's mutex is released, to the
@@ -194,9 +196,12 @@ type loss struct {
 }
 
 func (l loss) report(token uint64) {
-	if l.p != nil {
-		l.p.report(core.EventLost, token, l.cause)
+	if l.p == nil {
+		return
 	}
+	ev := l.p.ev
+	ev.Kind, ev.Token, ev.Err, ev.Held = core.EventLost, token, l.cause, time.Since(l.p.since)
+	l.p.obs.Observe(context.Background(), ev)
 }
 
 // kitBase lets a Probe find the BaseHandle in a backend's handle that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -194,6 +195,44 @@ func TestProbeNamesPrimitives(t *testing.T) {
 	}
 }
 
+// ctxKey marks the context of the caller's calls.
+type ctxKey struct{}
+
+// ctxObserver records which kinds of event came with the caller's context.
+type ctxObserver struct {
+	mu     sync.Mutex
+	caller map[core.EventKind]bool
+}
+
+func (o *ctxObserver) Observe(ctx context.Context, e core.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.caller[e.Kind] = ctx.Value(ctxKey{}) != nil
+}
+
+// The events of a call come with its context, so that a tracer can make
+// them children of the caller's span; a loss comes without.
+func TestProbePassesCallersContext(t *testing.T) {
+	obs := &ctxObserver{caller: make(map[core.EventKind]bool)}
+	l := kit.NewProbe("test", obs).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
+		return kit.NewHandle(1, noopRelease), nil
+	}})
+	ctx := context.WithValue(context.Background(), ctxKey{}, true)
+	h, err := l.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Release(ctx)
+	h, _ = l.TryAcquire(ctx)
+	h.(*kit.BaseHandle).Lose(nil)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	want := map[core.EventKind]bool{core.EventWait: true, core.EventAcquire: true, core.EventRelease: true, core.EventLost: false}
+	if !maps.Equal(obs.caller, want) {
+		t.Fatalf("caller's context by kind %v, want %v", obs.caller, want)
+	}
+}
+
 // Two observers see every event, in order.
 func TestProbeFansOut(t *testing.T) {
 	a, b := new(locktest.Recorder), new(locktest.Recorder)
@@ -274,4 +313,4 @@ func BenchmarkProbe(b *testing.B) {
 
 type discard struct{}
 
-func (discard) Observe(core.Event) {}
+func (discard) Observe(context.Context, core.Event) {}

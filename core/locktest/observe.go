@@ -20,7 +20,7 @@ type Recorder struct {
 }
 
 // Observe implements core.Observer.
-func (r *Recorder) Observe(e core.Event) {
+func (r *Recorder) Observe(_ context.Context, e core.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)

@@ -1,6 +1,8 @@
 package prometheus
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/distlock/distlock/core"
@@ -107,7 +109,7 @@ func NewLocks(opts ...Option) *Locks {
 }
 
 // Observe implements core.Observer.
-func (m *Locks) Observe(e core.Event) {
+func (m *Locks) Observe(_ context.Context, e core.Event) {
 	values := func(vs ...string) []string {
 		if m.names {
 			vs = append(vs, e.Name)
@@ -131,11 +133,11 @@ func (m *Locks) Observe(e core.Event) {
 		}
 	case core.EventRelease:
 		m.held.WithLabelValues(values(b, p)...).Dec()
-		m.hold.WithLabelValues(values(b, p, e.Outcome())...).Observe(e.Duration.Seconds())
+		m.hold.WithLabelValues(values(b, p, e.Outcome())...).Observe(e.Held.Seconds())
 	case core.EventLost:
 		m.held.WithLabelValues(values(b, p)...).Dec()
 		m.lost.WithLabelValues(values(b, p)...).Inc()
-		m.hold.WithLabelValues(values(b, p, e.Outcome())...).Observe(e.Duration.Seconds())
+		m.hold.WithLabelValues(values(b, p, e.Outcome())...).Observe(e.Held.Seconds())
 	case core.EventRenew:
 		m.renewals.WithLabelValues(values(b, p, e.Outcome())...).Inc()
 		m.renewal.WithLabelValues(b).Observe(e.Duration.Seconds())

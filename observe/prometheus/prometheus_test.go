@@ -212,7 +212,7 @@ func TestLocksRedis(t *testing.T) {
 func TestLocksNames(t *testing.T) {
 	m := distprom.NewLocks(distprom.WithLockNames())
 	e := serve(t, m)
-	m.Observe(core.Event{Kind: core.EventAcquire, Backend: "b", Primitive: "semaphore", Name: "jobs", Try: true, Token: 1})
+	m.Observe(context.Background(), core.Event{Kind: core.EventAcquire, Backend: "b", Primitive: "semaphore", Name: "jobs", Try: true, Token: 1})
 	e.expect(t, map[string]float64{
 		`distlock_acquire_duration_seconds_count{backend="b",lock="jobs",outcome="acquired",primitive="semaphore"}`: 1,
 		`distlock_held{backend="b",lock="jobs",primitive="semaphore"}`:                                              1,
@@ -224,10 +224,11 @@ func TestLocksNames(t *testing.T) {
 func BenchmarkLocksObserve(b *testing.B) {
 	m := distprom.NewLocks()
 	acq := core.Event{Kind: core.EventAcquire, Backend: "file", Primitive: "mutex", Name: "a", Token: 1, Try: true, Duration: time.Microsecond}
-	rel := core.Event{Kind: core.EventRelease, Backend: "file", Primitive: "mutex", Name: "a", Token: 1, Duration: time.Millisecond}
+	rel := core.Event{Kind: core.EventRelease, Backend: "file", Primitive: "mutex", Name: "a", Token: 1, Duration: time.Microsecond, Held: time.Millisecond}
+	ctx := context.Background()
 	for b.Loop() {
-		m.Observe(acq)
-		m.Observe(rel)
+		m.Observe(ctx, acq)
+		m.Observe(ctx, rel)
 	}
 }
 
