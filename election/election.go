@@ -409,8 +409,10 @@ func (e *Election) noteLeader(id string, at time.Time) {
 	if !changed {
 		return
 	}
+	ev := Event{Kind: LeaderChanged, Election: e.Name(), ID: e.cfg.ID, Leader: id, Time: at}
+	e.log(ev)
 	if e.cfg.OnEvent != nil {
-		e.cfg.OnEvent(Event{Kind: LeaderChanged, Election: e.Name(), ID: e.cfg.ID, Leader: id, Time: at})
+		e.cfg.OnEvent(ev)
 	}
 	if e.cfg.OnNewLeader != nil {
 		e.cfg.OnNewLeader(id)
@@ -424,6 +426,7 @@ func (e *Election) emit(ev Event, metrics func(Metrics)) {
 	if e.cfg.Metrics != nil {
 		metrics(e.cfg.Metrics)
 	}
+	e.log(ev)
 	if e.cfg.OnEvent != nil {
 		e.cfg.OnEvent(ev)
 	}

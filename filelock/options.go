@@ -83,9 +83,11 @@ func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
 }
 
-// WithLogger sets where the Provider reports what happens to held locks
-// without a call of the caller's: a lock file found deleted or replaced,
-// which ends its handle with ErrLockLost. Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a lock lost (its lock file
+// found deleted or replaced, which ends its handle with ErrLockLost) or a
+// release that failed; at Debug, each acquire and release. Default:
+// discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {

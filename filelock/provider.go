@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -47,7 +46,6 @@ type Provider struct {
 	id       string // recorded in lock files for Holder
 	backoff  kit.Backoff
 	now      func() time.Time // the clock of membership expiry
-	log      *slog.Logger
 	notifier kit.Notifier
 	keeper   *kit.Keeper
 	watcher  *watcher
@@ -96,11 +94,10 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{
 		dir:     abs,
 		id:      o.identity,
-		log:     o.log,
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
-		probe:   kit.NewProbe(backend, o.observers...),
+		probe:   kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		Interval: o.checkInterval,
@@ -305,10 +302,7 @@ func (p *Provider) untrack(h *handle) {
 func (p *Provider) recheck(_ context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	for i, l := range batch {
-		h := l.Data.(*handle)
-		if errs[i] = h.check(); errors.Is(errs[i], core.ErrLockLost) {
-			p.logLost(h, errs[i])
-		}
+		errs[i] = l.Data.(*handle).check()
 	}
 	return errs
 }
@@ -343,15 +337,9 @@ func (p *Provider) checkHeld(match func(key string) bool) {
 	p.mu.Unlock()
 	for _, h := range hs {
 		if err := h.check(); errors.Is(err, core.ErrLockLost) {
-			p.logLost(h, err)
 			h.Lose(err)
 		}
 	}
-}
-
-// logLost reports a held lock found lost; the handle is told right after.
-func (p *Provider) logLost(h *handle, err error) {
-	p.log.Warn("filelock: lock lost", "lock", h.name, "err", err)
 }
 
 // busy is what an attempt on a held lock returns.

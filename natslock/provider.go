@@ -76,9 +76,11 @@ func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.mem
 // or a silent expiry can cost. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on its
-// own: a KV watcher that could not start, while its waiters fall back to
-// polling. Default (and nil): discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a KV watcher that could not
+// start, while its waiters fall back to polling, a lock lost, a renewal or
+// a release that failed; at Debug, each acquire and release. Default (and
+// nil): discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every
@@ -208,7 +210,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		stream:  stream,
 		prefix:  "$KV." + cfg.bucket + ".",
 		watches: make(map[string]*watch),
-		probe:   kit.NewProbe(backend, cfg.observers...),
+		probe:   kit.NewProbe(backend, cfg.log, cfg.observers...),
 	}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the renewal's own round trip.

@@ -147,9 +147,11 @@ func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
 }
 
-// WithLogger sets where the Provider reports what happens without a call of
-// the caller's: a connection that failed and took its locks with it, a
-// listener for releases that had to reconnect. Default (and nil): discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a connection that failed
+// and took its locks with it, a listener for releases that had to
+// reconnect, a lock lost, a release that failed; at Debug, each acquire
+// and release. Default (and nil): discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every

@@ -104,7 +104,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		listenDone:  make(chan struct{}),
 		listenReady: make(chan struct{}),
 		semBackoff:  semBackoff,
-		probe:       kit.NewProbe(backend, o.observers...),
+		probe:       kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.hand.Limits = o.handoff
 	p.hand.Wake = p.notify.Notify

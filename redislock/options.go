@@ -67,8 +67,10 @@ func WithDriftMargin(d time.Duration) Option {
 // Default DefaultPrefix.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on its
-// own (a dropped pub/sub connection). Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a dropped pub/sub
+// connection, a lock lost, a renewal or a release that failed; at Debug,
+// each acquire and release. Default: discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every

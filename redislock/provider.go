@@ -68,7 +68,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.observers...)}
+	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	p.hand.Limits = cfg.handoff
 	p.hand.Wake = func(tag string) { p.waker.Notify(tag) }
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
@@ -80,7 +80,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.waker = redisop.NewWaker(rdb, cfg.log, client.Channel(), client.Inbox())
+	p.waker = redisop.NewWaker(rdb, cfg.log.With("backend", backend), client.Channel(), client.Inbox())
 	return p, nil
 }
 

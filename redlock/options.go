@@ -84,8 +84,10 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // release is announced. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on
-// its own. Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a dropped pub/sub
+// connection, a lock lost, a renewal or a release that failed; at Debug,
+// each acquire and release. Default: discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every

@@ -55,7 +55,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if len(clients) == 0 {
 		return nil, kit.Invalid("redlock: no redis clients")
 	}
-	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, probe: kit.NewProbe(backend, cfg.observers...)}
+	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	for i, rdb := range clients {
 		c, err := redisop.NewClient(rdb, cfg.prefix)
 		if err != nil {
@@ -64,7 +64,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		p.servers = append(p.servers, server{
 			name:   serverName(i, rdb),
 			client: c,
-			waker:  redisop.NewWaker(rdb, cfg.log, c.Channel()),
+			waker:  redisop.NewWaker(rdb, cfg.log.With("backend", backend), c.Channel()),
 		})
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())

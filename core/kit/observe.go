@@ -2,6 +2,7 @@ package kit
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -30,11 +31,13 @@ type Probe struct {
 }
 
 // NewProbe returns the Probe of a Provider of backend (the name its
-// errors carry, core.Error.Backend) that reports to each non-nil observer
-// of obs, in order. With none it returns nil.
-func NewProbe(backend string, obs ...core.Observer) *Probe {
+// errors carry, core.Error.Backend) that reports to its logger log (the
+// lines OBSERVABILITY.md lists; nil or a logger that discards logs
+// nothing) and to each non-nil observer of obs, in order. With neither it
+// returns nil.
+func NewProbe(backend string, log *slog.Logger, obs ...core.Observer) *Probe {
 	var all fanOut
-	for _, o := range obs {
+	for _, o := range append([]core.Observer{newLogEvents(log)}, obs...) {
 		if o != nil {
 			all = append(all, o)
 		}

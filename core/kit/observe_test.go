@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -64,7 +66,7 @@ type rwScripted struct {
 func (l rwScripted) RLocker() core.Locker { return l.read }
 
 func TestProbeNilIsFree(t *testing.T) {
-	p := kit.NewProbe("test", nil)
+	p := kit.NewProbe("test", nil, nil)
 	if p != nil {
 		t.Fatal("a probe without observers is not nil")
 	}
@@ -76,7 +78,7 @@ func TestProbeNilIsFree(t *testing.T) {
 
 func TestProbeReportsOutcomes(t *testing.T) {
 	rec := new(locktest.Recorder)
-	p := kit.NewProbe("test", rec)
+	p := kit.NewProbe("test", nil, rec)
 	var token uint64
 	var next error // the error of the next acquire; nil grants
 	l := p.Mutex(scripted{name: "a", try: func(ctx context.Context) (core.Handle, error) {
@@ -137,7 +139,7 @@ func TestProbeReportsOutcomes(t *testing.T) {
 // reported granted, once.
 func TestProbeLossBeforeReturn(t *testing.T) {
 	rec := new(locktest.Recorder)
-	l := kit.NewProbe("test", rec).Semaphore(scripted{name: "s", try: func(context.Context) (core.Handle, error) {
+	l := kit.NewProbe("test", nil, rec).Semaphore(scripted{name: "s", try: func(context.Context) (core.Handle, error) {
 		h := kit.NewHandle(3, noopRelease)
 		h.Lose(errors.New("gone at once"))
 		return h, nil
@@ -154,7 +156,7 @@ func TestProbeLossBeforeReturn(t *testing.T) {
 }
 
 func TestProbeKeepsInterfaces(t *testing.T) {
-	p := kit.NewProbe("test", new(locktest.Recorder))
+	p := kit.NewProbe("test", nil, new(locktest.Recorder))
 	plain := scripted{name: "a"}
 	if _, ok := p.Mutex(inspecting{plain}).(core.Inspector); !ok {
 		t.Error("a Mutex lost core.Inspector")
@@ -176,7 +178,7 @@ func TestProbeKeepsInterfaces(t *testing.T) {
 
 func TestProbeNamesPrimitives(t *testing.T) {
 	rec := new(locktest.Recorder)
-	p := kit.NewProbe("test", rec)
+	p := kit.NewProbe("test", nil, rec)
 	grant := func(context.Context) (core.Handle, error) { return kit.NewHandle(1, noopRelease), nil }
 	rw := p.RWMutex(rwScripted{inspecting{scripted{"rw", grant}}, scripted{"rw", grant}})
 	for _, l := range []core.Locker{rw, rw.RLocker()} {
@@ -214,7 +216,7 @@ func (o *ctxObserver) Observe(ctx context.Context, e core.Event) {
 // them children of the caller's span; a loss comes without.
 func TestProbePassesCallersContext(t *testing.T) {
 	obs := &ctxObserver{caller: make(map[core.EventKind]bool)}
-	l := kit.NewProbe("test", obs).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
+	l := kit.NewProbe("test", nil, obs).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
 		return kit.NewHandle(1, noopRelease), nil
 	}})
 	ctx := context.WithValue(context.Background(), ctxKey{}, true)
@@ -236,7 +238,7 @@ func TestProbePassesCallersContext(t *testing.T) {
 // Two observers see every event, in order.
 func TestProbeFansOut(t *testing.T) {
 	a, b := new(locktest.Recorder), new(locktest.Recorder)
-	l := kit.NewProbe("test", a, nil, b).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
+	l := kit.NewProbe("test", nil, a, nil, b).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
 		return nil, kit.Busy("held")
 	}})
 	_, _ = l.TryAcquire(context.Background())
@@ -259,7 +261,7 @@ func TestKeeperReportsRenewals(t *testing.T) {
 	})
 	rec := new(locktest.Recorder)
 	var h *kit.BaseHandle
-	l := kit.NewProbe("test", rec).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
+	l := kit.NewProbe("test", nil, rec).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
 		h = kit.NewHandle(5, noopRelease)
 		k.Keep(h, clock.Now(), nil)
 		return h, nil
@@ -297,7 +299,7 @@ func BenchmarkProbe(b *testing.B) {
 		{"None", nil},
 		{"Discard", discard{}},
 	} {
-		l := kit.NewProbe("bench", c.obs).Mutex(inner)
+		l := kit.NewProbe("bench", nil, c.obs).Mutex(inner)
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
@@ -314,3 +316,27 @@ func BenchmarkProbe(b *testing.B) {
 type discard struct{}
 
 func (discard) Observe(context.Context, core.Event) {}
+
+// A Provider's logger gets the same lines from every backend; a logger
+// that discards costs nothing.
+func TestProbeLogs(t *testing.T) {
+	if kit.NewProbe("test", slog.New(slog.DiscardHandler)) != nil {
+		t.Fatal("a discarding logger made a probe")
+	}
+	var logged locktest.LogBuffer
+	l := kit.NewProbe("test", logged.Logger()).Mutex(scripted{name: "a", try: func(context.Context) (core.Handle, error) {
+		return kit.NewHandle(4, noopRelease), nil
+	}})
+	h, err := l.TryAcquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.(*kit.BaseHandle).Lose(errors.New("key deleted"))
+	want := `level=WARN msg="distlock: lock lost" backend=test primitive=mutex lock=a token=4 held=`
+	if got := logged.String(); !strings.Contains(got, want) || !strings.Contains(got, `err="distlock: lock lost: key deleted"`) {
+		t.Fatalf("logged:\n%s\nwant a line with %s", got, want)
+	}
+	if strings.Contains(logged.String(), "acquired") {
+		t.Fatal("an acquire logged above Debug")
+	}
+}
