@@ -8,22 +8,33 @@ replace github.com/distlock/distlock/core => ../core
 
 require (
 	github.com/distlock/distlock/filelock v0.0.0-00010101000000-000000000000
+	github.com/distlock/distlock/observe/prometheus v0.0.0-00010101000000-000000000000
+	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.22.0
 )
 
 require (
+	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	google.golang.org/protobuf v1.36.8 // indirect
 )
 
 require (
 	github.com/distlock/distlock/election v0.0.0-00010101000000-000000000000
 	github.com/distlock/distlock/polllease v0.0.0-00010101000000-000000000000
 	github.com/distlock/distlock/redislock v0.0.0-00010101000000-000000000000
-	golang.org/x/sys v0.30.0 // indirect
+	golang.org/x/sys v0.35.0 // indirect
 )
 
 replace github.com/distlock/distlock/filelock => ../filelock
+
+replace github.com/distlock/distlock/observe/prometheus => ../observe/prometheus
 
 replace github.com/distlock/distlock/election => ../election
 
