@@ -11,7 +11,8 @@ import (
 // backend takes one with its WithObserver option, and reports through it
 // the same events from the machinery all backends share. Adapters
 // (observe/prometheus, observe/otel) turn the events into metrics and
-// traces.
+// traces. It is declared here rather than in core/kit so that adapters
+// and applications depend on the user contract alone.
 //
 // Observe is called synchronously on the goroutine where the event
 // happens: the caller of Acquire, TryAcquire or Release, with the context

@@ -16,10 +16,10 @@ import (
 // the grants it hands on. So every backend reports the same events, from
 // the same places.
 //
-// A Provider without an observer has a nil Probe, which returns the
-// backend's Lockers themselves: no wrapper, no event built. What remains
-// is one atomic load per release, per loss and per renewal, of a pointer
-// that stays nil.
+// A Provider without an observer or a logger has a nil Probe, which
+// returns the backend's Lockers themselves: no wrapper, no event built.
+// What remains is one atomic load per release, per loss and per renewal,
+// of a pointer that stays nil.
 
 // Probe reports the events of one Provider's locks to its observers. Make
 // one with NewProbe when the Provider is made, and pass every Locker the
