@@ -46,6 +46,14 @@
 // uses it when present); polllease needs it. A Locker that can say who holds
 // it implements [Inspector]; election uses it to name the leader.
 //
+// # Observing
+//
+// Every backend takes an [Observer] (its WithObserver option) and reports
+// the same [Event] values to it from the machinery all backends share:
+// each acquire with its outcome and wait, each release, each loss with its
+// cause, each lease renewal with its round trip. The modules
+// observe/prometheus and observe/otel turn them into metrics and traces.
+//
 // The machinery backends share (handles, lease keeping, waiting, local
 // handoff) is in core/kit, for backend authors. core depends on the
 // standard library only.

@@ -2,6 +2,7 @@ package election
 
 import (
 	"context"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
@@ -51,6 +52,12 @@ type Config struct {
 	// Metrics, when set, is told about leader state, transitions and
 	// failed campaigns. Optional.
 	Metrics Metrics
+
+	// Logger receives a line per event (OBSERVABILITY.md lists them):
+	// a term won or ended and a new leader seen at Info, a failed
+	// campaign or release at Warn, with the attributes election, id,
+	// term, leader and err. Default (and nil): discard.
+	Logger *slog.Logger
 
 	// RetryBackoff spaces out campaigns that failed with an error (the
 	// store unreachable, say): the n-th consecutive failure waits a random
@@ -130,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Clock == nil {
 		c.Clock = kit.SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case !utf8.ValidString(c.ID):

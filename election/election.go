@@ -300,7 +300,7 @@ func (e *Election) lead(ctx context.Context, h core.Handle) error {
 	now := e.cfg.Clock.Now()
 	e.emit(Event{Kind: Promoted, Term: term, Leader: e.cfg.ID, Time: now}, func(m Metrics) {
 		m.SetLeader(e.Name(), true)
-		m.Transition(e.Name(), Promoted)
+		m.Transition(e.Name(), Promoted, term)
 	})
 	e.noteLeader(e.cfg.ID, now)
 
@@ -321,7 +321,7 @@ func (e *Election) lead(ctx context.Context, h core.Handle) error {
 	// promoted before this candidate's Demoted event and leader gauge.
 	e.emit(Event{Kind: Demoted, Term: term, Err: cause, Time: e.cfg.Clock.Now()}, func(m Metrics) {
 		m.SetLeader(e.Name(), false)
-		m.Transition(e.Name(), Demoted)
+		m.Transition(e.Name(), Demoted, term)
 	})
 	if err := e.release(ctx, h); err != nil {
 		e.emit(Event{Kind: ReleaseFailed, Term: term, Err: err, Time: e.cfg.Clock.Now()}, func(Metrics) {})
@@ -409,8 +409,10 @@ func (e *Election) noteLeader(id string, at time.Time) {
 	if !changed {
 		return
 	}
+	ev := Event{Kind: LeaderChanged, Election: e.Name(), ID: e.cfg.ID, Leader: id, Time: at}
+	e.log(ev)
 	if e.cfg.OnEvent != nil {
-		e.cfg.OnEvent(Event{Kind: LeaderChanged, Election: e.Name(), ID: e.cfg.ID, Leader: id, Time: at})
+		e.cfg.OnEvent(ev)
 	}
 	if e.cfg.OnNewLeader != nil {
 		e.cfg.OnNewLeader(id)
@@ -424,6 +426,7 @@ func (e *Election) emit(ev Event, metrics func(Metrics)) {
 	if e.cfg.Metrics != nil {
 		metrics(e.cfg.Metrics)
 	}
+	e.log(ev)
 	if e.cfg.OnEvent != nil {
 		e.cfg.OnEvent(ev)
 	}

@@ -350,7 +350,7 @@ func (m *countingMetrics) SetLeader(name string, leader bool) {
 	m.leading[name] = leader
 }
 
-func (m *countingMetrics) Transition(name string, kind election.EventKind) {
+func (m *countingMetrics) Transition(name string, kind election.EventKind, _ uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.trans == nil {

@@ -81,8 +81,9 @@ var (
 type Metrics interface {
 	// SetLeader is a gauge: true while this candidate leads election.
 	SetLeader(election string, leader bool)
-	// Transition counts Promoted and Demoted events.
-	Transition(election string, kind EventKind)
+	// Transition counts Promoted and Demoted events; term is the term
+	// begun or ended (the lock's fencing token).
+	Transition(election string, kind EventKind, term uint64)
 	// CampaignFailed counts campaigns that ended with an error.
 	CampaignFailed(election string, err error)
 }

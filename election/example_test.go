@@ -120,7 +120,7 @@ type gaugeMetrics struct {
 }
 
 func (m *gaugeMetrics) SetLeader(election string, leader bool) { m.leader.Store(leader) }
-func (m *gaugeMetrics) Transition(election string, kind election.EventKind) {
+func (m *gaugeMetrics) Transition(election string, kind election.EventKind, term uint64) {
 	m.transitions.Add(1)
 }
 func (m *gaugeMetrics) CampaignFailed(election string, err error) { m.failures.Add(1) }

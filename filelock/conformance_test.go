@@ -13,13 +13,9 @@ import (
 // makes, in this process or in the suite's child processes, uses the same
 // directory, found through the environment (see TestMain).
 var conformance = locktest.Config{
-	New: func(t testing.TB) core.Provider {
-		p, err := New(filepath.Join(os.Getenv(envDir), "conformance"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Close() })
-		return p
+	New: func(t testing.TB) core.Provider { return conformanceProvider(t) },
+	Observed: func(t testing.TB, o core.Observer) core.Provider {
+		return conformanceProvider(t, WithObserver(o))
 	},
 	// An operator deletes the lock file.
 	Break: func(t testing.TB, h core.Handle) {
@@ -27,6 +23,15 @@ var conformance = locktest.Config{
 			t.Fatal(err)
 		}
 	},
+}
+
+func conformanceProvider(t testing.TB, opts ...Option) *Provider {
+	p, err := New(filepath.Join(os.Getenv(envDir), "conformance"), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }
 
 func TestConformance(t *testing.T) {

@@ -345,7 +345,11 @@ func TestLost(t *testing.T) {
 						t.Fatal("the handle did not notice its lock file was " + bname)
 					}
 					assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
-					assert.Contains(t, logged.String(), `msg="filelock: lock lost" lock=victim`)
+					// The loss is logged right after the context ends.
+					require.Eventually(t, func() bool {
+						line := logged.String()
+						return strings.Contains(line, `msg="distlock: lock lost" backend=file primitive=`) && strings.Contains(line, "lock=victim")
+					}, eventually, time.Millisecond, logged.String())
 					require.NoError(t, h.Release(context.Background()))
 					assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost, "Release keeps the lost cause")
 				})

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -17,6 +18,7 @@ type options struct {
 	notify        bool
 	identity      string
 	log           *slog.Logger
+	observers     []core.Observer
 }
 
 // Defaults, in one place.
@@ -81,15 +83,26 @@ func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
 }
 
-// WithLogger sets where the Provider reports what happens to held locks
-// without a call of the caller's: a lock file found deleted or replaced,
-// which ends its handle with ErrLockLost. Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a lock lost (its lock file
+// found deleted or replaced, which ends its handle with ErrLockLost) or a
+// release that failed; at Debug, each acquire and release. Default:
+// discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return func(o *options) {
 		if l != nil {
 			o.log = l
 		}
 	}
+}
+
+// WithObserver adds obs to the observers of the Provider's locks: each
+// acquire (its outcome and wait), release, loss (with its cause) and check
+// of a held lock file is reported to it (see core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs) }
 }
 
 // withoutNotify turns off the directory watcher, so waiting falls back to

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -47,10 +46,10 @@ type Provider struct {
 	id       string // recorded in lock files for Holder
 	backoff  kit.Backoff
 	now      func() time.Time // the clock of membership expiry
-	log      *slog.Logger
 	notifier kit.Notifier
 	keeper   *kit.Keeper
 	watcher  *watcher
+	probe    *kit.Probe // nil without observers
 
 	// hookAfterOpen, when set (by tests), runs between opening a lock file
 	// and locking it: the window in which a deleted file gets locked.
@@ -95,10 +94,10 @@ func New(dir string, opts ...Option) (*Provider, error) {
 	p := &Provider{
 		dir:     abs,
 		id:      o.identity,
-		log:     o.log,
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
+		probe:   kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
 		Interval: o.checkInterval,
@@ -122,7 +121,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &mutex{p: p, name: name, base: p.base(mutexDir, name)}
+	return p.probe.Mutex(&mutex{p: p, name: name, base: p.base(mutexDir, name)})
 }
 
 // RWMutex returns the reader-writer lock called name: many readers at once
@@ -132,7 +131,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)}
+	return p.probe.RWMutex(&rwmutex{p: p, name: name, base: p.base(rwmutexDir, name)})
 }
 
 // Semaphore returns the semaphore called name, which admits at most max
@@ -147,7 +146,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name,
 			kit.Invalid("semaphore max %d is outside [1, %d]", max, MaxSemaphore)))
 	}
-	return &semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max}
+	return p.probe.Semaphore(&semaphore{p: p, name: name, base: p.base(semaphoreDir, name), max: max})
 }
 
 // Close releases every lock still held through p (their handles' contexts
@@ -303,10 +302,7 @@ func (p *Provider) untrack(h *handle) {
 func (p *Provider) recheck(_ context.Context, batch []*kit.Lease) []error {
 	errs := make([]error, len(batch))
 	for i, l := range batch {
-		h := l.Data.(*handle)
-		if errs[i] = h.check(); errors.Is(errs[i], core.ErrLockLost) {
-			p.logLost(h, errs[i])
-		}
+		errs[i] = l.Data.(*handle).check()
 	}
 	return errs
 }
@@ -341,15 +337,9 @@ func (p *Provider) checkHeld(match func(key string) bool) {
 	p.mu.Unlock()
 	for _, h := range hs {
 		if err := h.check(); errors.Is(err, core.ErrLockLost) {
-			p.logLost(h, err)
 			h.Lose(err)
 		}
 	}
-}
-
-// logLost reports a held lock found lost; the handle is told right after.
-func (p *Provider) logLost(h *handle, err error) {
-	p.log.Warn("filelock: lock lost", "lock", h.name, "err", err)
 }
 
 // busy is what an attempt on a held lock returns.

@@ -27,7 +27,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &mutex{p: p, name: name, key: mutexKey(name)}
+	return p.probe.Mutex(&mutex{p: p, name: name, key: mutexKey(name)})
 }
 
 var _ core.Inspector = (*mutex)(nil)

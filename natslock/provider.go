@@ -45,6 +45,7 @@ type config struct {
 	timeout       time.Duration
 	handoff       kit.HandoffLimits
 	log           *slog.Logger
+	observers     []core.Observer
 }
 
 // WithBucket names the KV bucket that holds the locks. Default "distlock".
@@ -75,10 +76,21 @@ func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.mem
 // or a silent expiry can cost. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on its
-// own: a KV watcher that could not start, while its waiters fall back to
-// polling. Default (and nil): discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a KV watcher that could not
+// start, while its waiters fall back to polling, a lock lost, a renewal or
+// a release that failed; at Debug, each acquire and release. Default (and
+// nil): discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release, loss (with its
+// cause) and lease renewal is reported to it (core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(c *config) { c.observers = append(c.observers, obs) }
+}
 
 // WithTimeout bounds each operation's requests (an acquire attempt, a
 // release, a read), so a server that stops answering gives an error instead
@@ -115,6 +127,7 @@ type Provider struct {
 	spare   spareKeys
 	gates   kit.Gates
 	handoff kit.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
+	probe   *kit.Probe
 
 	wmu      sync.Mutex
 	watches  map[string]*watch
@@ -199,6 +212,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 		stream:  stream,
 		prefix:  "$KV." + cfg.bucket + ".",
 		watches: make(map[string]*watch),
+		probe:   kit.NewProbe(backend, cfg.log, cfg.observers...),
 	}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the renewal's own round trip.

@@ -42,7 +42,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	base := "rw." + kit.SafeName(name)
-	return &rwMutex{p: p, name: name, wKey: base + ".w", rPrefix: base + ".r", watchKey: base + ".>"}
+	return p.probe.RWMutex(&rwMutex{p: p, name: name, wKey: base + ".w", rPrefix: base + ".r", watchKey: base + ".>"})
 }
 
 type rwMutex struct {

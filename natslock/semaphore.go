@@ -40,7 +40,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	for i := range s.keys {
 		s.keys[i] = slotKey(prefix, i)
 	}
-	return s
+	return p.probe.Semaphore(s)
 }
 
 type semaphore struct {

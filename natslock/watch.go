@@ -139,7 +139,7 @@ func (p *Provider) runWatch(w *watch) {
 		kw, err := p.kv.Watch(w.ctx, w.key, jetstream.UpdatesOnly(), jetstream.MetaOnly())
 		if err != nil {
 			if n == 0 && w.ctx.Err() == nil {
-				p.cfg.log.Warn("natslock: KV watcher failed; its waiters poll until it is back", "key", w.key, "err", err)
+				p.cfg.log.Warn("distlock: release signal failed; waiters poll until it is back", "backend", backend, "key", w.key, "err", err)
 			}
 			t := time.NewTimer(kit.DefaultBackoff.Delay(n))
 			select {

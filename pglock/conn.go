@@ -344,7 +344,7 @@ func (c *conn) fail(err error) {
 	cancel()
 	why := fmt.Errorf("%w: connection failed: %w", core.ErrLockLost, err)
 	if len(lost) > 0 {
-		p.opts.log.Warn("pglock: connection failed; its locks are lost", "locks", len(lost), "err", err)
+		p.opts.log.Warn("distlock: connection failed; its locks are lost", "backend", backend, "locks", len(lost), "err", err)
 	}
 	for _, g := range lost {
 		g.h.Lose(why)

@@ -34,7 +34,7 @@ func (p *Provider) listenLoop(ctx context.Context) {
 		if err := p.listenOnce(ctx); err == nil {
 			n = 0
 		} else if ctx.Err() == nil {
-			p.opts.log.Warn("pglock: release listener failed; waiters poll until it is back", "err", err)
+			p.opts.log.Warn("distlock: release signal failed; waiters poll until it is back", "backend", backend, "err", err)
 		}
 		p.notify.NotifyAll()
 		t := time.NewTimer(semBackoff.Delay(n))

@@ -35,7 +35,7 @@ func TestTerminateBackendLosesHandles(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
 	}
 	t.Logf("lost after %v", time.Since(start))
-	assert.Contains(t, logged.String(), `msg="pglock: connection failed; its locks are lost" locks=2`)
+	assert.Contains(t, logged.String(), `msg="distlock: connection failed; its locks are lost" backend=postgres locks=2`)
 	for _, n := range names {
 		h, err := p2.Mutex(n).TryAcquire(ctx)
 		require.NoError(t, err, "re-acquire %s at once", n)

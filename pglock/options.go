@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 	"github.com/jackc/pgx/v5"
 )
@@ -42,6 +43,8 @@ type options struct {
 	identity     string
 	handoff      kit.HandoffLimits
 	log          *slog.Logger
+
+	observers []core.Observer
 }
 
 // Option configures a Provider.
@@ -144,10 +147,21 @@ func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }
 }
 
-// WithLogger sets where the Provider reports what happens without a call of
-// the caller's: a connection that failed and took its locks with it, a
-// listener for releases that had to reconnect. Default (and nil): discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a connection that failed
+// and took its locks with it, a listener for releases that had to
+// reconnect, a lock lost, a release that failed; at Debug, each acquire
+// and release. Default (and nil): discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release and loss (with its
+// cause) is reported to it (core.Observer). Given more than once, every
+// observer sees every event, in the order given. Default: none, which
+// costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs) }
+}
 
 // validate returns the first broken invariant of o, matching
 // core.ErrInvalidArgument.

@@ -26,6 +26,7 @@ type Provider struct {
 	opts   options
 	sql    statements
 	notify kit.Notifier
+	probe  *kit.Probe // nil without observers
 
 	fenceSetup   setup // the fence sequence or table exists
 	membersSetup setup // the members table exists
@@ -105,6 +106,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		listenDone:  make(chan struct{}),
 		listenReady: make(chan struct{}),
 		semBackoff:  semBackoff,
+		probe:       kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.hand.Limits = o.handoff
 	p.hand.Wake = p.notify.Notify
@@ -194,17 +196,17 @@ func (p *Provider) MutexKey(k Key) core.Locker {
 // that callers such as election see at once that the holder cannot be told.
 func (p *Provider) inspectable(l *locker) core.Locker {
 	if p.sql.seq {
-		return struct{ core.Locker }{l}
+		return p.probe.Mutex(struct{ core.Locker }{l})
 	}
-	return l
+	return p.probe.Mutex(l)
 }
 
 // inspectableRW is inspectable for a reader-writer lock.
 func (p *Provider) inspectableRW(l *rwLocker) core.RWLocker {
 	if p.sql.seq {
-		return struct{ core.RWLocker }{l}
+		return p.probe.RWMutex(struct{ core.RWLocker }{l})
 	}
-	return l
+	return p.probe.RWMutex(l)
 }
 
 // RWMutex returns the reader-writer lock of name. Its key is derived from
@@ -235,7 +237,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if max < 1 || max > maxSlots {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, maxSlots)))
 	}
-	return p.newSemaphore(name, k, max)
+	return p.probe.Semaphore(p.newSemaphore(name, k, max))
 }
 
 // signalLocked wakes everyone waiting for a connection to free up.

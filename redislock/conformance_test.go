@@ -11,6 +11,9 @@ import (
 // second process would have, with a 2 s TTL so abandoned grants free fast.
 var conformance = locktest.Config{
 	New: func(t testing.TB) core.Provider { return newProvider(t) },
+	Observed: func(t testing.TB, o core.Observer) core.Provider {
+		return newProvider(t, WithObserver(o))
+	},
 	Break: func(t testing.TB, h core.Handle) {
 		breakHandle(t, h)
 	},

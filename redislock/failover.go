@@ -67,5 +67,7 @@ func (p *Provider) handedByServer(ctx context.Context, g redisop.Grant, token ui
 	if err != nil {
 		return nil, 0, kit.Wrap(backend, "acquire", g.Lock.Name, err)
 	}
-	return p.newHandle(g, token, start), 0, nil
+	h := p.newHandle(g, token, start)
+	h.HandedByServer()
+	return h, 0, nil
 }

@@ -29,11 +29,11 @@ func (p *Provider) locker(lock redisop.Lock) core.Locker {
 	}
 	l := &locker{p: p, lock: p.client.Prepare(lock)}
 	if lock.Kind == redisop.KindMutex {
-		return l
+		return p.probe.Mutex(l)
 	}
 	// A semaphore has many holders: hide Holder, which only a mutex or a
 	// writer can answer.
-	return struct{ core.Locker }{l}
+	return p.probe.Semaphore(struct{ core.Locker }{l})
 }
 
 func (l *locker) Name() string { return l.lock.Name }

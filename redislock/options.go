@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -38,6 +39,8 @@ type config struct {
 	}
 
 	intervalSet, marginSet bool
+
+	observers []core.Observer
 }
 
 // WithTTL sets the lease of every grant: how long Redis keeps it without a
@@ -64,9 +67,20 @@ func WithDriftMargin(d time.Duration) Option {
 // Default DefaultPrefix.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on its
-// own (a dropped pub/sub connection). Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a dropped pub/sub
+// connection, a lock lost, a renewal or a release that failed; at Debug,
+// each acquire and release. Default: discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release, loss (with its
+// cause) and lease renewal is reported to it (core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(c *config) { c.observers = append(c.observers, obs) }
+}
 
 // WithBackoff sets the fallback retry cadence of a waiting Acquire, used
 // when no release signal arrives. Each delay is also capped by the time the

@@ -38,6 +38,7 @@ type Provider struct {
 	waker  *redisop.Waker
 	closed atomic.Bool
 	owned  func() error // closes the client Open made; nil after New
+	probe  *kit.Probe   // nil without observers
 
 	hand kit.Handoffs[*lease, *handle] // local lines and holders of mutexes (handoff.go)
 }
@@ -68,7 +69,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity)}
+	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	p.hand.Limits = cfg.handoff
 	p.hand.Wake = func(tag string) { p.waker.Notify(tag) }
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
@@ -80,7 +81,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.waker = redisop.NewWaker(rdb, cfg.log, client.Channel(), client.Inbox())
+	p.waker = redisop.NewWaker(rdb, cfg.log.With("backend", backend), client.Channel(), client.Inbox())
 	return p, nil
 }
 
@@ -120,10 +121,10 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := w.Validate(); err != nil {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &rwLocker{
+	return p.probe.RWMutex(&rwLocker{
 		locker: &locker{p: p, lock: p.client.Prepare(w)},
 		read:   struct{ core.Locker }{&locker{p: p, lock: p.client.Prepare(redisop.Lock{Kind: redisop.KindRead, Name: name})}},
-	}
+	})
 }
 
 // Semaphore returns the semaphore called name with max slots. Holders are

@@ -30,7 +30,11 @@ func (p *Provider) locker(lock redisop.Lock) core.Locker {
 	if err := lock.Validate(); err != nil {
 		return kit.FailedLocker(lock.Name, kit.Wrap(backend, "acquire", lock.Name, err))
 	}
-	return &locker{p: p, lock: p.prepare(lock)}
+	l := &locker{p: p, lock: p.prepare(lock)}
+	if lock.Kind == redisop.KindSemaphore {
+		return p.probe.Semaphore(l)
+	}
+	return p.probe.Mutex(l)
 }
 
 func (l *locker) Name() string { return l.lock.Name }

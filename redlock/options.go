@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock"
 )
@@ -31,6 +32,8 @@ type config struct {
 	log                                *slog.Logger
 	intervalSet, marginSet, minSet     bool
 	guardSet                           bool
+
+	observers []core.Observer
 }
 
 // WithTTL sets how long each server keeps a grant without an extension.
@@ -81,9 +84,20 @@ func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 // release is announced. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
-// WithLogger sets where the Provider reports trouble it recovers from on
-// its own. Default: discard.
+// WithLogger sets where the Provider reports what happens to its locks
+// (OBSERVABILITY.md lists the lines): at Warn, a dropped pub/sub
+// connection, a lock lost, a renewal or a release that failed; at Debug,
+// each acquire and release. Default: discard, which costs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release, loss (with its
+// cause) and lease renewal is reported to it (core.Observer). Given more
+// than once, every observer sees every event, in the order given. Default:
+// none, which costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(c *config) { c.observers = append(c.observers, obs) }
+}
 
 func newConfig(opts []Option) (config, error) {
 	c := config{ttl: DefaultTTL, prefix: DefaultPrefix, backoff: kit.DefaultBackoff}

@@ -25,6 +25,7 @@ type Provider struct {
 	cfg     config
 	keeper  *kit.Keeper
 	gates   kit.Gates // one contender per lock per Provider
+	probe   *kit.Probe
 
 	bg     sync.WaitGroup // calls that outlive the operation that started them
 	bgCtx  context.Context
@@ -55,7 +56,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if len(clients) == 0 {
 		return nil, kit.Invalid("redlock: no redis clients")
 	}
-	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1}
+	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	for i, rdb := range clients {
 		c, err := redisop.NewClient(rdb, cfg.prefix)
 		if err != nil {
@@ -64,7 +65,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		p.servers = append(p.servers, server{
 			name:   serverName(i, rdb),
 			client: c,
-			waker:  redisop.NewWaker(rdb, cfg.log, c.Channel()),
+			waker:  redisop.NewWaker(rdb, cfg.log.With("backend", backend), c.Channel()),
 		})
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())
@@ -123,10 +124,10 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &rwLocker{
+	return p.probe.RWMutex(&rwLocker{
 		locker: &locker{p: p, lock: p.prepare(redisop.Lock{Kind: redisop.KindWrite, Name: name})},
 		read:   &locker{p: p, lock: p.prepare(redisop.Lock{Kind: redisop.KindRead, Name: name})},
-	}
+	})
 }
 
 // Semaphore returns the semaphore called name with max slots when the

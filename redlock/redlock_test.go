@@ -71,6 +71,9 @@ func TestConformance(t *testing.T) {
 				Break: func(t testing.TB, h core.Handle) {
 					breakGrant(sharedClients(t, n))(t, h)
 				},
+				Observed: func(t testing.TB, o core.Observer) core.Provider {
+					return newProvider(t, sharedClients(t, n), redlock.WithObserver(o))
+				},
 				LostWithin:    testTTL,
 				AbandonWithin: testTTL,
 			})

@@ -19,6 +19,12 @@
 //     hand the lock straight to that waiter (Pass) within bounded runs
 //     ([HandoffLimits], the same defaults on every backend); [Gates] is the
 //     same line without handoffs.
+//   - [Probe] makes a Provider's Lockers report to its logger and its
+//     core.Observers (each backend's WithLogger and WithObserver): the
+//     acquires they make; the release and loss of the handles built on
+//     BaseHandle; the Keeper's renewals; the handoffs Handoffs makes (and
+//     [BaseHandle.HandedByServer] marks). A Provider with neither has a
+//     nil Probe, which costs nothing.
 //   - [ValidateName] rejects what no backend can lock (the empty name,
 //     invalid UTF-8); [SafeName] encodes any name into a short string safe
 //     for file names and keys.

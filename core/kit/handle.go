@@ -32,9 +32,11 @@ type BaseHandle struct {
 	trusted atomic.Pointer[trustWindow] // nil while no window can close
 	token   uint64
 	release func(context.Context) error
+	probe   atomic.Pointer[handleProbe] // set once a Probe's Locker returns the handle; nil: nothing to report
 
 	mu        sync.Mutex
 	released  bool
+	handoff   string // how the grant came: "" (an attempt), "local" or "server"; see core.Event.Handoff
 	stopLease func() // set by Keeper.Keep; stops renewal before the release
 	lease     core.LeaseState
 	kept      bool          // a Keeper has set lease
@@ -69,12 +71,14 @@ func (h *BaseHandle) checkTrust() {
 		return
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	// A renewal may have moved the window on since the load above.
 	if w = h.trusted.Load(); w == nil || w.clock.Now().Before(w.deadline) {
+		h.mu.Unlock()
 		return
 	}
-	h.loseLocked(trustClosed(h.lease.Err))
+	lost := h.loseLocked(trustClosed(h.lease.Err))
+	h.mu.Unlock()
+	lost.report(h.token)
 }
 
 // Context is done once the lock is no longer held; see Handle.
@@ -92,6 +96,10 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 		return nil
 	}
 	h.released = true
+	var p *handleProbe
+	if h.base.Err() == nil { // else it was lost, and reported so
+		p = h.probe.Load()
+	}
 	// Cancel first, under the lock so a concurrent Lose cannot win: the
 	// protected work must stop before anyone else can get the lock, and a
 	// lease failure seen from now on must not read as lost.
@@ -103,7 +111,13 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	return h.release(ctx)
+	if p == nil {
+		return h.release(ctx)
+	}
+	start := time.Now()
+	err := h.release(ctx)
+	p.released(ctx, h.token, start, err)
+	return err
 }
 
 // Lose marks the lock as lost: the context is cancelled with a cause that
@@ -112,21 +126,27 @@ func (h *BaseHandle) Release(ctx context.Context) error {
 // Release, which cleans up whatever is left.
 func (h *BaseHandle) Lose(why error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.loseLocked(why)
+	lost := h.loseLocked(why)
+	h.mu.Unlock()
+	lost.report(h.token)
 }
 
-// loseLocked is Lose with h.mu held.
-func (h *BaseHandle) loseLocked(why error) {
+// loseLocked is Lose with h.mu held. When it ends the context it returns
+// the loss to report once h.mu is released, to the probe attached by then:
+// the probe is attached under h.mu too, so exactly one of the two reports
+// a loss (see attach).
+func (h *BaseHandle) loseLocked(why error) loss {
 	if h.released || h.base.Err() != nil {
-		return
+		return loss{}
 	}
 	defer h.notifyLocked()
 	if why == nil || errors.Is(why, core.ErrLockLost) {
-		h.cancel(cmp.Or(why, core.ErrLockLost))
-		return
+		why = cmp.Or(why, core.ErrLockLost)
+	} else {
+		why = fmt.Errorf("%w: %w", core.ErrLockLost, why)
 	}
-	h.cancel(fmt.Errorf("%w: %w", core.ErrLockLost, why))
+	h.cancel(why)
+	return loss{h.probe.Load(), why}
 }
 
 // Released reports whether Release has been called.

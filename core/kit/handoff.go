@@ -157,6 +157,7 @@ func (hs *Handoffs[L, H]) Pass(ctx context.Context, key string, r Run, grant fun
 		hs.unclaim(w)
 		return false, nil
 	}
+	markHandedOn(h)
 	if !hs.deliver(w, h) {
 		return true, h.Release(ctx)
 	}

@@ -249,3 +249,15 @@ func TestHandoffLimitsValidate(t *testing.T) {
 	must(t, HandoffLimits{}.Validate("test") == nil, "off is valid")
 	must(t, DefaultHandoffLimits().Validate("test") == nil, "defaults are valid")
 }
+
+// A grant handed on by Pass is reported as a local handoff.
+func TestHandoffMarksGrant(t *testing.T) {
+	f := newFakeLock(DefaultHandoffLimits())
+	h := f.grant(StartRun(time.Now()))
+	ctx := context.Background()
+	got := f.queue(t, ctx, 0)
+	must(t, h.Release(ctx) == nil, "release failed")
+	next := recv(t, got)
+	must(t, next != nil && next.(*BaseHandle).handedBy() == "local", "the handed grant is not marked local")
+	must(t, h.handedBy() == "", "the first grant is marked")
+}

@@ -391,10 +391,13 @@ func (k *Keeper) settle(start time.Time, batch []*Lease, errs []error) {
 		}
 	}
 	k.mu.Unlock()
+	took := now.Sub(start)
 	for _, r := range reports {
 		r.h.setLease(r.s, k.cfg.Clock)
+		r.h.reportRenewal(took, r.s.Err)
 	}
 	for _, l := range lost {
+		l.Handle.reportRenewal(took, l.lastErr)
 		l.Handle.Lose(l.lastErr)
 	}
 }

@@ -26,6 +26,9 @@ type Config struct {
 	// AbandonWithin bounds how long a lock held by a process that died
 	// takes to become free (the lease TTL for lease backends). Default 10 s.
 	AbandonWithin time.Duration
+	// Observed returns a Provider like New that reports to o (the
+	// backend's WithObserver). When nil, the observer case is not run.
+	Observed func(t testing.TB, o core.Observer) core.Provider
 }
 
 func (c Config) lostWithin() time.Duration {

@@ -61,6 +61,9 @@ func TestProvider(t *testing.T, cfg Config) {
 	t.Run("Inspector", func(t *testing.T) { testInspector(t, newSuite(t, cfg)) })
 	t.Run("Lost", func(t *testing.T) { testLost(t, newSuite(t, cfg)) })
 	t.Run("HandoffAfterBreak", func(t *testing.T) { testHandoffAfterBreak(t, newSuite(t, cfg)) })
+	if cfg.Observed != nil {
+		t.Run("Observer", func(t *testing.T) { testObserver(t, newSuite(t, cfg)) })
+	}
 	t.Run("Abandon", func(t *testing.T) { testAbandon(t, newSuite(t, cfg)) })
 }
 

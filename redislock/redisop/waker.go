@@ -226,7 +226,7 @@ func (r *listener) receive(ps *redis.PubSub) (ok bool) {
 					continue
 				}
 			}
-			r.w.log.Warn("redislock: wake-up subscription failed; waiters fall back to polling until it is back",
+			r.w.log.Warn("distlock: release signal failed; waiters poll until it is back",
 				"channels", r.w.channels, "err", err)
 			return ok
 		}

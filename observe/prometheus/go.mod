@@ -1,0 +1,38 @@
+module github.com/distlock/distlock/observe/prometheus
+
+go 1.26.0
+
+require (
+	github.com/distlock/distlock/core v0.1.0
+	github.com/distlock/distlock/election v0.1.0
+	github.com/distlock/distlock/filelock v0.1.0
+	github.com/distlock/distlock/polllease v0.1.0
+	github.com/distlock/distlock/redislock v0.1.0
+	github.com/prometheus/client_golang v1.23.2
+	github.com/prometheus/common v0.66.1
+	github.com/redis/go-redis/v9 v9.23.0
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/procfs v0.16.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	google.golang.org/protobuf v1.36.8 // indirect
+)
+
+replace github.com/distlock/distlock/core => ../../core
+
+replace github.com/distlock/distlock/election => ../../election
+
+replace github.com/distlock/distlock/filelock => ../../filelock
+
+replace github.com/distlock/distlock/polllease => ../../polllease
+
+replace github.com/distlock/distlock/redislock => ../../redislock
