@@ -11,6 +11,9 @@ import (
 var conformance = locktest.Config{
 	New:   func(t testing.TB) core.Provider { return newProvider(t) },
 	Break: func(t testing.TB, h core.Handle) { kill(t, h) },
+	Observed: func(t testing.TB, o core.Observer) core.Provider {
+		return newProvider(t, WithObserver(o))
+	},
 	// A killed session is seen by the next keepalive ping.
 	LostWithin: 2 * testKeepalive,
 	// The server frees a dead process's locks when its connections close.

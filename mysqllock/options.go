@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -42,6 +43,7 @@ type options struct {
 	identity     string
 	handoff      kit.HandoffLimits
 	log          *slog.Logger
+	observers    []core.Observer
 }
 
 // Option configures a Provider.
@@ -153,6 +155,15 @@ func WithIdentity(id string) Option {
 // the caller's: a connection that failed and took its locks with it, a
 // KILL QUERY that failed. Default (and nil): discard.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release and loss (with its
+// cause) is reported to it (core.Observer). Given more than once, every
+// observer sees every event, in the order given. Default: none, which
+// costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs) }
+}
 
 func defaults() options {
 	return options{

@@ -21,6 +21,7 @@ var errClosed = errors.New("mysqllock: provider closed")
 // locks (GET_LOCK). It is safe for concurrent use. Close it to release
 // every lock it holds and stop its goroutines.
 type Provider struct {
+	probe  *kit.Probe // nil without observers or a logger
 	db     *sql.DB
 	owned  bool // Open made db: Close closes it
 	opts   options
@@ -83,8 +84,9 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
-		db:   db,
-		opts: o,
+		db:    db,
+		opts:  o,
+		probe: kit.NewProbe(backend, o.log, o.observers...),
 		sql: statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq, mark: quoteIdent(o.fenceTable + markSuffix),
 			members: quoteIdent(o.membersTable)},
 		changed:  make(chan struct{}),
@@ -161,9 +163,9 @@ func (p *Provider) Mutex(name string) core.Locker {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	if p.sql.seq {
-		return struct{ core.Locker }{p.newLocker(name)}
+		return p.probe.Mutex(struct{ core.Locker }{p.newLocker(name)})
 	}
-	return p.newLocker(name)
+	return p.probe.Mutex(p.newLocker(name))
 }
 
 // RWMutex is not supported: both acquire calls fail with an error matching
@@ -187,7 +189,7 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if max < 1 || max > MaxSemaphore {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, kit.Invalid("semaphore max %d not in [1, %d]", max, MaxSemaphore)))
 	}
-	return p.newSemaphore(name, max)
+	return p.probe.Semaphore(p.newSemaphore(name, max))
 }
 
 // signalLocked wakes everyone waiting for a connection to free up.
