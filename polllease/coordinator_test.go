@@ -154,7 +154,8 @@ func TestFleetBalanceChurnAndStop(t *testing.T) {
 	took = waitFor(t, "covered after a graceful stop", 10*time.Second, f.covered)
 	t.Logf("graceful stop: covered again after %v", took)
 	for tg, ids := range f.Owners() {
-		if before[tg][0] != gone {
+		// A target nobody held at the snapshot (between owners) says nothing.
+		if len(before[tg]) > 0 && before[tg][0] != gone {
 			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed", tg)
 		}
 	}
