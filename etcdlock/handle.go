@@ -1,0 +1,106 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/distlock/distlock/core/kit"
+)
+
+// handle is one contender's key in a queue, from the write that created
+// it: while it waits it is the contender's place in line, and once
+// admitted it is the grant the caller holds. Its lease is kept from the
+// start, so a waiting key lives as long as a held one, and its fencing
+// token is the key's create revision.
+type handle struct {
+	*kit.BaseHandle
+	p       *Provider
+	q       *queue
+	key     string
+	r       role
+	s       *session
+	granted atomic.Bool // admitted and handed to the caller
+
+	mu      sync.Mutex
+	done    bool   // released: follow starts nothing
+	stopOwn func() // stops the watch of the key
+}
+
+// newHandle makes the handle of key, created at revision rev with lease s,
+// has the Keeper keep s alive for it and watches the key's deletion.
+func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session) *handle {
+	h := &handle{p: p, q: q, key: key, r: r, s: s}
+	h.BaseHandle = kit.NewHandle(uint64(rev), h.release)
+	h.follow(rev + 1)
+	// The trust window starts at the lease's last confirmation, which is
+	// no later than the write that attached the key to it.
+	confirmed, _ := s.state()
+	p.keeper.Keep(h.BaseHandle, confirmed, h)
+	return h
+}
+
+// follow watches the key from revision from: its deletion (by hand, or
+// with its lease) loses the handle at once. When the server cancels the
+// watch because its revision was compacted, a read decides: the key is
+// still ours (watched again from the read) or the handle is lost.
+func (h *handle) follow(from int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.done {
+		return
+	}
+	h.stopOwn = h.p.watch(watchSpec{
+		key:  h.key,
+		from: from,
+		deleted: func(ev *clientv3.Event) {
+			h.Lose(fmt.Errorf("key %s deleted at revision %d", h.key, ev.Kv.ModRevision))
+		},
+		ended: func(compacted int64) {
+			if compacted > 0 {
+				h.recheck()
+			}
+		},
+	})
+}
+
+// recheck reads the key after its watch was lost to a compaction.
+func (h *handle) recheck() {
+	ctx, cancel := h.p.ctxFor(h.p.ctx)
+	defer cancel()
+	resp, err := h.p.cli.Get(ctx, h.key)
+	switch {
+	case err != nil:
+		h.Lose(fmt.Errorf("key %s: watch compacted and the key could not be read: %w", h.key, err))
+	case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != int64(h.FencingToken()):
+		h.Lose(fmt.Errorf("key %s deleted", h.key))
+	default:
+		h.follow(resp.Header.Revision + 1)
+	}
+}
+
+// release deletes the key: one round trip. The key's name is unique to this
+// handle, so the delete can never free another grant. Releasing a granted
+// exclusive key admits at once the contenders of this Provider that wait
+// behind it (queue.go).
+func (h *handle) release(ctx context.Context) error {
+	h.mu.Lock()
+	h.done = true
+	stop := h.stopOwn
+	h.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	ctx, cancel := h.p.ctxFor(ctx)
+	defer cancel()
+	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
+		return kit.Wrap(backend, "release", h.q.name, err)
+	}
+	if h.r == exclusive && h.granted.Load() {
+		h.p.cleared(h.key)
+	}
+	return nil
+}

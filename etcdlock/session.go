@@ -1,0 +1,138 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
+)
+
+// session is the Provider's etcd lease. Every key the Provider writes for
+// a lock is attached to it, so the keys of a process that dies go when the
+// lease expires, and Close frees them all at once by revoking it. The
+// Provider's kit.Keeper keeps it alive while any key is attached (see
+// renew); a Provider idle for longer than the TTL lets it expire and grants
+// a new one at its next acquire.
+type session struct {
+	id clientv3.LeaseID
+
+	mu        sync.Mutex
+	confirmed time.Time // start of the last call that found the lease alive
+	dead      bool      // the server said the lease is gone
+}
+
+// confirm records that a call started at at found the lease alive: the
+// server keeps it until at least at + TTL.
+func (s *session) confirm(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if at.After(s.confirmed) {
+		s.confirmed = at
+	}
+}
+
+func (s *session) state() (confirmed time.Time, dead bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.confirmed, s.dead
+}
+
+func (s *session) kill() {
+	s.mu.Lock()
+	s.dead = true
+	s.mu.Unlock()
+}
+
+// lease returns the session a new key is attached to: the current one when
+// a keep-alive confirmed it less than freshFor ago, else the current one
+// after a keep-alive (one round trip), else a new lease (one round trip).
+// So a grant's trust window, which starts at the session's last
+// confirmation, always has at least a renewal interval to run.
+func (p *Provider) lease(ctx context.Context) (*session, error) {
+	p.lmu.Lock()
+	defer p.lmu.Unlock()
+	if s := p.sess; s != nil {
+		confirmed, dead := s.state()
+		if !dead && time.Since(confirmed) < p.freshFor {
+			return s, nil
+		}
+		if !dead {
+			switch err := p.keepAlive(ctx, s); {
+			case err == nil:
+				return s, nil
+			case !errors.Is(err, core.ErrLockLost):
+				return nil, err
+			}
+		}
+	}
+	start := time.Now()
+	g, err := p.cli.Grant(ctx, int64(p.opts.ttl/time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("granting a lease: %w", err)
+	}
+	s := &session{id: g.ID, confirmed: start}
+	p.sess = s
+	return s, nil
+}
+
+// keepAlive renews s's lease: one round trip. It returns an error matching
+// core.ErrLockLost when the server no longer knows the lease (it expired or
+// was revoked, taking its keys with it), and the client's error when the
+// outcome is unknown.
+func (p *Provider) keepAlive(ctx context.Context, s *session) error {
+	start := time.Now()
+	_, err := p.cli.KeepAliveOnce(ctx, s.id)
+	switch {
+	case err == nil:
+		s.confirm(start)
+		return nil
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		s.kill()
+		return fmt.Errorf("%w: lease %x expired or was revoked", core.ErrLockLost, int64(s.id))
+	}
+	return err
+}
+
+// renew is the Keeper's Renew: one keep-alive per lease in the batch, which
+// is one round trip for the whole batch unless the Provider has just moved
+// to a new lease.
+func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
+	errs := make([]error, len(batch))
+	done := make(map[*session]error, 1)
+	for i, l := range batch {
+		s := l.Data.(*handle).s
+		err, ok := done[s]
+		if !ok {
+			err = p.keepAlive(ctx, s)
+			done[s] = err
+		}
+		errs[i] = err
+	}
+	return errs
+}
+
+// revoke revokes the current lease, bounded by kit.CleanupTimeout: its keys
+// are deleted at once, which frees every lock this Provider held or waited
+// for.
+func (p *Provider) revoke() {
+	p.lmu.Lock()
+	s := p.sess
+	p.sess = nil
+	p.lmu.Unlock()
+	if s == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
+	defer cancel()
+	if _, err := p.cli.Revoke(ctx, s.id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		p.log.Warn("etcdlock: revoking the lease failed; its keys expire with it", "lease", fmt.Sprintf("%x", int64(s.id)), "err", err)
+	}
+}
