@@ -42,6 +42,7 @@ type contender struct {
 	mu      sync.Mutex
 	gen     int    // counts the watches; the callbacks of an older one are ignored
 	blocker string // exclusive, shared: the key right ahead, "" when none
+	bRev    int64  // the blocker's create revision (names are reused)
 	only    bool   // exclusive, shared: no other key was ahead of the blocker
 	ahead   int64  // slot: how many keys are ahead
 	gone    bool   // the blocker was deleted
@@ -56,10 +57,10 @@ type contender struct {
 func (c *contender) see(kvs []*mvccpb.KeyValue, n int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.blocker, c.only, c.ahead = "", false, n
+	c.blocker, c.bRev, c.only, c.ahead = "", 0, false, n
 	c.gone, c.cleared, c.broken = false, false, false
 	if c.r != slot && len(kvs) > 0 {
-		c.blocker = string(kvs[0].Key)
+		c.blocker, c.bRev = string(kvs[0].Key), kvs[0].CreateRevision
 		c.only = len(kvs) == 1
 	}
 }
@@ -220,11 +221,12 @@ func (c *contender) note(gen int, f func()) {
 	wake(c.news)
 }
 
-// clear hears that key, a grant of this Provider's exclusive role, was
-// released: if it is c's blocker, nothing is left ahead of c.
-func (c *contender) clear(key string) {
+// clear hears that key, created at revision rev, a grant of this
+// Provider's exclusive role, was released: if it is c's blocker, nothing
+// is left ahead of c.
+func (c *contender) clear(key string, rev int64) {
 	c.mu.Lock()
-	if c.blocker != key {
+	if c.blocker != key || c.bRev != rev {
 		c.mu.Unlock()
 		return
 	}
@@ -236,7 +238,7 @@ func (c *contender) clear(key string) {
 // grant ends the wait with the handle.
 func (c *contender) grant() core.Handle {
 	c.disarm()
-	c.h.granted.Store(true)
+	c.h.grant()
 	return c.h
 }
 
@@ -273,9 +275,10 @@ func (p *Provider) unblock(key string, c *contender) {
 	}
 }
 
-// cleared tells the contenders waiting behind key, a released exclusive
-// grant of this Provider, that nothing is ahead of them in key's place.
-func (p *Provider) cleared(key string) {
+// cleared tells the contenders waiting behind key, created at revision
+// rev, a released exclusive grant of this Provider, that nothing is ahead
+// of them in key's place.
+func (p *Provider) cleared(key string, rev int64) {
 	p.bmu.Lock()
 	cs := make([]*contender, 0, len(p.blocked[key]))
 	for c := range p.blocked[key] {
@@ -283,6 +286,6 @@ func (p *Provider) cleared(key string) {
 	}
 	p.bmu.Unlock()
 	for _, c := range cs {
-		c.clear(key)
+		c.clear(key, rev)
 	}
 }

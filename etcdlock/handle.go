@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -26,21 +27,41 @@ type handle struct {
 	granted atomic.Bool // admitted and handed to the caller
 
 	mu      sync.Mutex
-	done    bool   // released: follow starts nothing
-	stopOwn func() // stops the watch of the key
+	done    bool        // released: follow starts nothing
+	later   *time.Timer // starts the watch of the key
+	stopOwn func()      // stops the watch of the key
 }
 
+// followAfter is how long after its grant a key is first watched. A watch
+// costs the server and the client a creation and a cancellation, as much
+// as the grant itself; most grants are released sooner than this, and a
+// key deleted in the meantime (while it waited, too) is heard as soon as
+// the watch starts, since it replays from the key's creation. A lease
+// that expires is seen by the Keeper's trust window, watched or not.
+const followAfter = 10 * time.Millisecond
+
 // newHandle makes the handle of key, created at revision rev with lease s,
-// has the Keeper keep s alive for it and watches the key's deletion.
+// and has the Keeper keep s alive for it from now on.
 func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session) *handle {
 	h := &handle{p: p, q: q, key: key, r: r, s: s}
 	h.BaseHandle = kit.NewHandle(uint64(rev), h.release)
-	h.follow(rev + 1)
 	// The trust window starts at the lease's last confirmation, which is
 	// no later than the write that attached the key to it.
 	confirmed, _ := s.state()
 	p.keeper.Keep(h.BaseHandle, confirmed, h)
 	return h
+}
+
+// grant marks h admitted and handed to the caller, and watches its key
+// from followAfter on.
+func (h *handle) grant() {
+	h.granted.Store(true)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.done {
+		from := int64(h.FencingToken()) + 1
+		h.later = time.AfterFunc(followAfter, func() { h.follow(from) })
+	}
 }
 
 // follow watches the key from revision from: its deletion (by hand, or
@@ -89,6 +110,9 @@ func (h *handle) recheck() {
 func (h *handle) release(ctx context.Context) error {
 	h.mu.Lock()
 	h.done = true
+	if h.later != nil {
+		h.later.Stop()
+	}
 	stop := h.stopOwn
 	h.mu.Unlock()
 	if stop != nil {
@@ -99,8 +123,9 @@ func (h *handle) release(ctx context.Context) error {
 	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
+	h.p.spare.put(h.q.prefix+string(h.r), h.key)
 	if h.r == exclusive && h.granted.Load() {
-		h.p.cleared(h.key)
+		h.p.cleared(h.key, int64(h.FencingToken()))
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ type Provider struct {
 	keeper   *kit.Keeper
 	freshFor time.Duration // a lease confirmed this recently takes new keys without a call
 	seq      atomic.Uint64 // makes each key of the Provider unique
+	spare    spareNames    // names of deleted keys, for reuse (names.go)
 
 	lmu  sync.Mutex
 	sess *session
@@ -147,9 +148,13 @@ func (p *Provider) queue(name, kind string, max int) *queue {
 	return &queue{p: p, name: name, prefix: p.opts.prefix + kind + kit.SafeName(name) + "/", max: max}
 }
 
-// key returns a new key of role r in q, unique to this Provider and lease:
-// "<queue prefix><role><lease in hex>-<sequence in hex>".
+// key returns the name of a new key of role r in q, unique to this
+// Provider: a spare one (names.go), else "<queue prefix><role><lease in
+// hex>-<sequence in hex>".
 func (p *Provider) key(q *queue, r role, s *session) string {
+	if name, ok := p.spare.get(q.prefix + string(r)); ok {
+		return name
+	}
 	return fmt.Sprintf("%s%c%x-%x", q.prefix, r, int64(s.id), p.seq.Add(1))
 }
 

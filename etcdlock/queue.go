@@ -140,7 +140,7 @@ func (q *queue) take(ctx context.Context, r role) (core.Handle, error) {
 		return nil, kit.Wrap(backend, "acquire", q.name, busy(r, kvs))
 	}
 	h := q.p.newHandle(q, r, key, resp.Header.Revision, s)
-	h.granted.Store(true)
+	h.grant()
 	return h, nil
 }
 

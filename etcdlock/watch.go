@@ -24,8 +24,8 @@ type watchSpec struct {
 	ended func(compacted int64)
 }
 
-// watch starts a watch on a goroutine of the Provider's and returns the
-// func that stops it. A callback may still run once stop has returned: the
+// watch starts a watch on a goroutine of the Provider's and returns at
+// once the func that stops it. A callback may still run once stop has returned: the
 // callers' callbacks check that they still want what they hear. After
 // Close it starts nothing and reports the watch ended.
 func (p *Provider) watch(w watchSpec) (stop func()) {
@@ -42,10 +42,13 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 	if w.prefix {
 		opts = append(opts, clientv3.WithPrefix(), clientv3.WithPrevKV())
 	}
-	ch := p.cli.Watch(ctx, w.key, opts...)
 	go func() {
 		defer p.wg.Done()
 		defer cancel()
+		// Watch waits for the server to confirm the watch (a round trip,
+		// one creation at a time per client stream): here, not in the
+		// caller.
+		ch := p.cli.Watch(ctx, w.key, opts...)
 		for resp := range ch {
 			if err := resp.Err(); err != nil {
 				if ctx.Err() == nil {
