@@ -2,6 +2,7 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -49,7 +51,34 @@ func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session
 	// no later than the write that attached the key to it.
 	confirmed, _ := s.state()
 	p.keeper.Keep(h.BaseHandle, confirmed, h)
+	context.AfterFunc(h.Context(), h.giveBack)
 	return h
+}
+
+// giveBack deletes the key of a handle lost while its key may live on: the
+// Provider's other grants keep the shared lease alive, so a key whose
+// holder stopped trusting it (a renewal that did not answer in time) would
+// otherwise stay in line until Release. It runs when the handle's context
+// ends and does nothing after a Release or a Close (which revokes the
+// lease). A failed delete is retried with the next keep-alive.
+func (h *handle) giveBack() {
+	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		return
+	}
+	p := h.p
+	p.wmu.Lock()
+	if p.closed {
+		p.wmu.Unlock()
+		return
+	}
+	p.wg.Add(1)
+	p.wmu.Unlock()
+	defer p.wg.Done()
+	ctx, cancel := context.WithTimeout(p.ctx, kit.CleanupTimeout)
+	defer cancel()
+	if _, err := p.cli.Delete(ctx, h.key); err != nil {
+		p.orphan(h.key)
+	}
 }
 
 // grant marks h admitted and handed to the caller, and watches its key
@@ -103,7 +132,10 @@ func (h *handle) recheck() {
 	}
 }
 
-// release deletes the key: one round trip. The key's name is unique to this
+// release deletes the key: one round trip. When the delete fails, the key
+// stays attached to the Provider's lease, which lives on while other
+// grants keep it: the Provider deletes it with its next keep-alive
+// (orphan). The key's name is unique to this
 // handle, so the delete can never free another grant. Releasing a granted
 // exclusive key admits at once the contenders of this Provider that wait
 // behind it (queue.go).
@@ -121,6 +153,7 @@ func (h *handle) release(ctx context.Context) error {
 	ctx, cancel := h.p.ctxFor(ctx)
 	defer cancel()
 	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
+		h.p.orphan(h.key)
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
 	h.p.spare.put(h.q.prefix+string(h.r), h.key)
@@ -128,4 +161,30 @@ func (h *handle) release(ctx context.Context) error {
 		h.p.cleared(h.key, int64(h.FencingToken()))
 	}
 	return nil
+}
+
+// orphan records key, whose delete failed, to be deleted again with the
+// next keep-alive.
+func (p *Provider) orphan(key string) {
+	p.omu.Lock()
+	defer p.omu.Unlock()
+	p.orphans[key] = struct{}{}
+}
+
+// deleteOrphans deletes the keys whose release failed, within ctx.
+func (p *Provider) deleteOrphans(ctx context.Context) {
+	p.omu.Lock()
+	keys := make([]string, 0, len(p.orphans))
+	for k := range p.orphans {
+		keys = append(keys, k)
+	}
+	p.omu.Unlock()
+	for _, k := range keys {
+		if _, err := p.cli.Delete(ctx, k); err != nil {
+			return
+		}
+		p.omu.Lock()
+		delete(p.orphans, k)
+		p.omu.Unlock()
+	}
 }

@@ -28,7 +28,9 @@ type Provider struct {
 	opts     options
 	log      *slog.Logger
 	keeper   *kit.Keeper
+	window   time.Duration // a lease's trust window: TTL − margin from its last confirmation
 	freshFor time.Duration // a lease confirmed this recently takes new keys without a call
+	recheck  kit.Backoff   // fallback cadence of a wait (defaultRecheck; tests stretch it)
 	seq      atomic.Uint64 // makes each key of the Provider unique
 	spare    spareNames    // names of deleted keys, for reuse (names.go)
 
@@ -40,6 +42,9 @@ type Provider struct {
 	// (queue.go).
 	bmu     sync.Mutex
 	blocked map[string]map[*contender]struct{}
+
+	omu     sync.Mutex
+	orphans map[string]struct{} // keys whose release failed (handle.go)
 
 	wmu      sync.Mutex // guards closed against wg.Add
 	closed   bool
@@ -76,7 +81,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cli: cli, opts: o, log: log, blocked: make(map[string]map[*contender]struct{})}
+	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck,
+		blocked: make(map[string]map[*contender]struct{}), orphans: make(map[string]struct{})}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the keep-alive's own round trip.
 	margin := o.ttl / 10
@@ -85,7 +91,8 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.freshFor = o.ttl - margin - o.ttl/3
+	p.window = o.ttl - margin
+	p.freshFor = p.window - o.ttl/3
 	p.ctx, p.stop = context.WithCancel(context.Background())
 	return p, nil
 }

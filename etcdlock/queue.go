@@ -52,11 +52,11 @@ func (q *queue) scope(r role) string {
 	return q.prefix
 }
 
-// recheck is the fallback cadence of a waiting Acquire: a wait that heard
-// nothing from its watch for this long reads the queue again. Watches
-// replay from a revision and miss nothing, so this only bounds what a
-// stalled watch could cost.
-var recheck = kit.Backoff{Min: time.Second, Max: 10 * time.Second}
+// defaultRecheck is the fallback cadence of a waiting Acquire: a wait that
+// heard nothing from its watch for this long reads the queue again.
+// Watches replay from a revision and miss nothing, so this only bounds what
+// a stalled watch could cost.
+var defaultRecheck = kit.Backoff{Min: time.Second, Max: 10 * time.Second}
 
 // usable fails when ctx is done or the Provider closed.
 func (q *queue) usable(ctx context.Context) error {
@@ -219,7 +219,7 @@ func (q *queue) acquire(ctx context.Context, r role) (core.Handle, error) {
 	news := make(chan struct{}, 1)
 	var c *contender
 	stopLost := func() bool { return false }
-	h, err := kit.Wait(ctx, recheck, news, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	h, err := kit.Wait(ctx, q.p.recheck, news, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		if c != nil && c.h.Context().Err() != nil {
 			stopLost()
 			c.leave(ctx)

@@ -45,6 +45,18 @@ func (s *session) state() (confirmed time.Time, dead bool) {
 	return s.confirmed, s.dead
 }
 
+// trusted reports whether the lease may still be alive at now: the server
+// said nothing against it, and its trust window (the last confirmation +
+// TTL − margin) is open. A lease past its window is never renewed again,
+// even if the server turns out to have kept it (a restart restores leases
+// with their full TTL): every grant on it has been lost by then, and the
+// keys of the grants not yet released must expire rather than be kept
+// alive by the Provider's later grants.
+func (s *session) trusted(now time.Time, window time.Duration) bool {
+	confirmed, dead := s.state()
+	return !dead && now.Before(confirmed.Add(window))
+}
+
 func (s *session) kill() {
 	s.mu.Lock()
 	s.dead = true
@@ -53,18 +65,21 @@ func (s *session) kill() {
 
 // lease returns the session a new key is attached to: the current one when
 // a keep-alive confirmed it less than freshFor ago, else the current one
-// after a keep-alive (one round trip), else a new lease (one round trip).
-// So a grant's trust window, which starts at the session's last
-// confirmation, always has at least a renewal interval to run.
+// after a keep-alive (one round trip) while it is trusted, else a new
+// lease (one round trip). So a grant's trust window, which starts at the
+// session's last confirmation, always has at least a renewal interval to
+// run.
 func (p *Provider) lease(ctx context.Context) (*session, error) {
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
 	if s := p.sess; s != nil {
-		confirmed, dead := s.state()
-		if !dead && time.Since(confirmed) < p.freshFor {
+		confirmed, _ := s.state()
+		switch now := time.Now(); {
+		case !s.trusted(now, p.window):
+			s.kill()
+		case now.Sub(confirmed) < p.freshFor:
 			return s, nil
-		}
-		if !dead {
+		default:
 			switch err := p.keepAlive(ctx, s); {
 			case err == nil:
 				return s, nil
@@ -103,15 +118,21 @@ func (p *Provider) keepAlive(ctx context.Context, s *session) error {
 
 // renew is the Keeper's Renew: one keep-alive per lease in the batch, which
 // is one round trip for the whole batch unless the Provider has just moved
-// to a new lease.
+// to a new lease; then the deletes that failed on release are tried again.
 func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
+	defer p.deleteOrphans(ctx)
 	errs := make([]error, len(batch))
 	done := make(map[*session]error, 1)
 	for i, l := range batch {
 		s := l.Data.(*handle).s
 		err, ok := done[s]
 		if !ok {
-			err = p.keepAlive(ctx, s)
+			err = fmt.Errorf("%w: lease %x not renewed within its trust window", core.ErrLockLost, int64(s.id))
+			if s.trusted(time.Now(), p.window) {
+				err = p.keepAlive(ctx, s)
+			} else {
+				s.kill()
+			}
 			done[s] = err
 		}
 		errs[i] = err
