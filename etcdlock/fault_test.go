@@ -16,7 +16,7 @@ import (
 // never an error that reads as a busy lock or a wait as long as ctx.
 func TestDeadServer(t *testing.T) {
 	locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS") // run where make test runs
-	cli := connect(t, []string{"127.0.0.1:1"})      // nothing listens there
+	cli := connect(t, []string{"127.0.0.1:1"})        // nothing listens there
 	p := newProviderOn(t, cli, WithTimeout(time.Second))
 	ctx := ctxT(t, 30*time.Second)
 	for _, l := range []core.Locker{p.Mutex("x"), p.RWMutex("x").RLocker(), p.Semaphore("x", 2)} {
@@ -158,4 +158,3 @@ func TestFailedReleaseRetried(t *testing.T) {
 	require.NoError(t, g.Release(ctx))
 	require.NoError(t, keep.Release(ctx))
 }
-
