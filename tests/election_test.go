@@ -72,6 +72,7 @@ var electionBackends = []electionBackend{
 	{name: "redis", locker: redisElectionLocker, takeover: electionTTL},
 	{name: "postgres", locker: pgElectionLocker},
 	{name: "nats", locker: natsElectionLocker, takeover: electionTTL},
+	{name: "etcd", locker: etcdElectionLocker, takeover: electionTTL},
 }
 
 func fileElectionLocker(t testing.TB, name string) core.Locker {
@@ -427,6 +428,7 @@ func TestElectionStoreOutage(t *testing.T) {
 		{"postgres", launch.Postgres, launch.Server.Kill, launch.Server.Start, pgLockerAt, false},
 		{"nats", launch.NATS, launch.Server.Pause, launch.Server.Resume,
 			func(t testing.TB, addr, name string) core.Locker { return natsLockerAt(t, "nats://"+addr, name) }, true},
+		{"etcd", launch.Etcd, launch.Server.Pause, launch.Server.Resume, etcdLockerAt, true},
 	}
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {

@@ -507,6 +507,7 @@ func TestPollLeaseBackends(t *testing.T) {
 				}
 			}
 		}},
+		{"etcd", etcdPollLease},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
