@@ -40,28 +40,37 @@
 // trip and leaves nothing behind; a semaphore's writes its key and counts
 // the keys ahead in one transaction, and deletes the key again when max
 // are ahead. Acquire writes its key and reads the key right ahead in one
-// transaction. When it must wait, it watches the deletion of that key, the
-// one it queues behind (for a reader, the last writer ahead), from the
-// revision of its read, so nothing in between goes unseen: a release wakes
+// transaction. When it must wait, it waits for the deletion of that key,
+// the one it queues behind (for a reader, the last writer ahead); the
+// deletion of any other key changes nothing for it, so a release wakes
 // only the contender right behind it. That contender is admitted without a
 // request when the key was the only one ahead of it, or was a grant of the
-// same Provider released in this process (the release tells it directly:
-// a mutex grant proves nothing was ahead of it); otherwise it reads the
-// queue again (one round trip) and watches the next key ahead. A waiting
-// semaphore contender watches the semaphore's keys and counts the
-// deletions ahead of it, since any release can admit it: each release
-// reaches every waiting contender of that semaphore as one watch event,
-// and none of them makes a request until it is admitted. A wait that hears
+// same Provider; otherwise it reads the queue again (one round trip) and
+// waits for the next key ahead. A waiting semaphore contender counts the
+// deletions ahead of it instead, since any release can admit it; none of
+// the waiters makes a request until it is admitted.
+//
+// A Provider hears the deletions through one etcd watch per lock it waits
+// for, shared by its waits for that lock: it starts from the revision of
+// the earliest read it serves, so nothing between a read and the watch
+// goes unseen, replays its latest deletions to a wait that joins it late,
+// and stops a second after the last wait. Each release thus reaches each
+// Provider that waits for the lock once, whatever the number of its
+// waits. The release of a grant tells the contender of the same Provider
+// right behind it at once, before its delete is even sent: the grant
+// proved that nothing was ahead of it, and every other contender is behind
+// that one, so no one else can be admitted meanwhile. A wait that hears
 // nothing reads the queue again, first after 0.5 to 1 s, then at growing
-// intervals up to 10 s, which only bounds what a stalled watch could cost. A wait that ends without a
-// grant deletes its key before it returns.
+// intervals up to 10 s, which only bounds what a stalled watch could cost.
+// A wait that ends without a grant deletes its key before it returns.
 //
 // There is no local handoff (WithLocalHandoff in other backends): a
 // handoff lets a waiter of the releasing process pass the waiters of
 // other processes queued before it, which breaks arrival order, and a
 // grant made out of order would carry a token smaller than one granted
 // before it. The queue already hands a released lock to the next
-// contender in one delete and one watch event.
+// contender of the same Provider at once, and to one of another process
+// in one delete and one watch event.
 //
 // # The lease and lost locks
 //
@@ -99,8 +108,9 @@
 //
 // TryAcquire and Release: one round trip each (a busy semaphore's
 // TryAcquire, two). Acquire: one round trip, then waiting that costs no
-// request when the key ahead was the only one or local, one read per
-// handover otherwise. Keep-alive: one round trip per TTL/3 per Provider,
+// request when the key ahead was the only one or its own Provider's grant,
+// one read per handover otherwise; one watch per lock and Provider while
+// it waits. Keep-alive: one round trip per TTL/3 per Provider,
 // however many locks it holds. etcd's index keeps every name a key range
 // has held until the next compaction, and each transaction on a lock walks
 // the names of its range; a Provider reuses the names of its deleted keys,

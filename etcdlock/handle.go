@@ -132,13 +132,21 @@ func (h *handle) recheck() {
 	}
 }
 
-// release deletes the key: one round trip. When the delete fails, the key
-// stays attached to the Provider's lease, which lives on while other
-// grants keep it: the Provider deletes it with its next keep-alive
-// (orphan). The key's name is unique to this
-// handle, so the delete can never free another grant. Releasing a granted
-// exclusive key admits at once the contenders of this Provider that wait
-// behind it (queue.go).
+// release deletes the key: one round trip. The key's name is unique to
+// this handle, so the delete can never free another grant. When the delete
+// fails, the key stays attached to the Provider's lease, which lives on
+// while other grants keep it: the Provider deletes it with its next
+// keep-alive (orphan).
+//
+// Releasing a granted exclusive key first admits the contenders of this
+// Provider that wait right behind it (Provider.cleared), before the delete
+// is sent: the grant proved that nothing was ahead of the key, so nothing
+// is ahead of them but the key, whose holder has stopped (its context
+// ended before release was called), and every other contender stays
+// behind them, so no one else can be admitted meanwhile. Their tokens are
+// their own keys' create revisions, larger than this one. A delete that
+// fails then only keeps the contenders further back waiting until the
+// orphan goes.
 func (h *handle) release(ctx context.Context) error {
 	h.mu.Lock()
 	h.done = true
@@ -150,6 +158,9 @@ func (h *handle) release(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
+	if h.r == exclusive && h.granted.Load() {
+		h.p.cleared(h.q.prefix, h.key, int64(h.FencingToken()))
+	}
 	ctx, cancel := h.p.ctxFor(ctx)
 	defer cancel()
 	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
@@ -157,9 +168,6 @@ func (h *handle) release(ctx context.Context) error {
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
 	h.p.spare.put(h.q.prefix+string(h.r), h.key)
-	if h.r == exclusive && h.granted.Load() {
-		h.p.cleared(h.key, int64(h.FencingToken()))
-	}
 	return nil
 }
 

@@ -37,11 +37,10 @@ type Provider struct {
 	lmu  sync.Mutex
 	sess *session
 
-	// blocked holds the contenders of this Provider by the key they wait
-	// behind, so that the release of a local grant admits them at once
-	// (queue.go).
+	// watches holds the watch of each lock this Provider waits for, by
+	// the lock's prefix (watch.go).
 	bmu     sync.Mutex
-	blocked map[string]map[*contender]struct{}
+	watches map[string]*lockWatch
 
 	omu     sync.Mutex
 	orphans map[string]struct{} // keys whose release failed (handle.go)
@@ -82,7 +81,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck,
-		blocked: make(map[string]map[*contender]struct{}), orphans: make(map[string]struct{})}
+		watches: make(map[string]*lockWatch), orphans: make(map[string]struct{})}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the keep-alive's own round trip.
 	margin := o.ttl / 10

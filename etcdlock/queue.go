@@ -53,7 +53,7 @@ func (q *queue) scope(r role) string {
 }
 
 // defaultRecheck is the fallback cadence of a waiting Acquire: a wait that
-// heard nothing from its watch for this long reads the queue again.
+// heard nothing from the lock's watch for this long reads the queue again.
 // Watches replay from a revision and miss nothing, so this only bounds what
 // a stalled watch could cost.
 var defaultRecheck = kit.Backoff{Min: time.Second, Max: 10 * time.Second}
@@ -182,7 +182,9 @@ func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*conte
 		}
 		kvs, n = kvs[1:], n-1
 	}
-	c.see(kvs, n)
+	c.mu.Lock()
+	c.seeLocked(kvs, n, rev)
+	c.mu.Unlock()
 	return c, nil
 }
 
@@ -208,10 +210,11 @@ func (q *queue) tryAcquire(ctx context.Context, r role) (core.Handle, error) {
 }
 
 // acquire waits in line: it enqueues, then waits (kit.Wait) for what the
-// contender's watches hear and reads the queue again where they cannot
-// tell. When its key is lost while it waits (its lease expired during an
-// outage, say), it enqueues anew, at the end of the line. A wait that ends
-// without a grant deletes its key before returning.
+// contender hears of the deletions ahead of it (watch.go), and reads the
+// queue again where they cannot tell. When its key is lost while it waits
+// (its lease expired during an outage, say), it enqueues anew, at the end
+// of the line. A wait that ends without a grant deletes its key before
+// returning.
 func (q *queue) acquire(ctx context.Context, r role) (core.Handle, error) {
 	if err := q.usable(ctx); err != nil {
 		return nil, err
