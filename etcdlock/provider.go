@@ -39,8 +39,9 @@ type Provider struct {
 
 	// watches holds the watch of each lock this Provider waits for, by
 	// the lock's prefix (watch.go).
-	bmu     sync.Mutex
-	watches map[string]*lockWatch
+	bmu      sync.Mutex
+	watches  map[string]*lockWatch
+	released []released // the latest exclusive releases, oldest first
 
 	omu     sync.Mutex
 	orphans map[string]struct{} // keys whose release failed (handle.go)

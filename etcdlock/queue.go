@@ -159,7 +159,13 @@ func busy(r role, kvs []*mvccpb.KeyValue) error {
 // the contender needs the key right ahead and whether there is another
 // (exclusive, shared), or how many there are (slot; the response's count).
 func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*contender, error) {
-	limit := map[role]int64{exclusive: 3, shared: 2, slot: 1}[r] // the own key comes first, except in a reader's scope
+	limit := int64(3) // the own key, the key right ahead, and whether there is another
+	switch r {
+	case shared:
+		limit = 2 // the own key is outside a reader's scope
+	case slot:
+		limit = 1
+	}
 	key, s, resp, err := q.put(ctx, r, func(ctx context.Context, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 		return q.p.cli.Txn(ctx).Then(
 			clientv3.OpPut(key, q.p.opts.identity, clientv3.WithLease(lease)),

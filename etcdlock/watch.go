@@ -127,6 +127,14 @@ func (p *Provider) join(c *contender, since int64) {
 		w.idle = nil
 	}
 	w.cs[c] = struct{}{}
+	if c.r != slot {
+		// A release that told this lock's waiters before c joined.
+		for _, d := range p.released {
+			if d.prefix == c.q.prefix {
+				c.hear(d.deletion)
+			}
+		}
+	}
 	covered := w.from
 	if len(w.recent) == watchReplay {
 		covered = w.recent[0].at // deletions before it may be gone from recent
@@ -215,14 +223,30 @@ func (p *Provider) part(c *contender) {
 	})
 }
 
+// releasedMemory is how many of its latest exclusive releases a Provider
+// remembers for contenders that join after the release (Provider.cleared).
+const releasedMemory = 64
+
+// released is an exclusive grant of this Provider being released.
+type released struct {
+	prefix string
+	deletion
+}
+
 // cleared tells the contenders of this Provider waiting right behind key,
 // an exclusive grant created at revision created that is being released,
-// that nothing is left ahead of them in its place (handle.release).
+// that nothing is left ahead of them in its place (handle.release). A
+// contender that has written its key but not yet joined its lock's watch
+// hears it when it joins.
 func (p *Provider) cleared(prefix, key string, created int64) {
 	// Any revision past created marks the blocker's deletion; the
 	// delete's own is not known yet.
 	d := deletion{key: key, created: created, at: created + 1, cleared: true}
 	p.bmu.Lock()
+	if len(p.released) == releasedMemory {
+		p.released = append(p.released[:0], p.released[1:]...)
+	}
+	p.released = append(p.released, released{prefix, d})
 	w := p.watches[prefix]
 	var cs []*contender
 	if w != nil {
