@@ -9,8 +9,9 @@
 //
 // Cases are interleaved round by round so machine noise hits all alike.
 // Servers come from the same environment variables as the tests
-// (DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL); a backend whose
-// variable is unset is left out. Run it from the repository root:
+// (DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL,
+// DISTLOCK_ETCD_ENDPOINTS); a backend whose variable is unset is left out.
+// Run it from the repository root:
 //
 //	make services-up && . .services/env && go run ./tests/cmd/lockbench
 package main
