@@ -111,14 +111,14 @@ func (h *handle) follow(from int64) {
 		},
 		ended: func(compacted int64) {
 			if compacted > 0 {
-				h.recheck()
+				h.verify()
 			}
 		},
 	})
 }
 
-// recheck reads the key after its watch was lost to a compaction.
-func (h *handle) recheck() {
+// verify reads the key after its watch was lost to a compaction.
+func (h *handle) verify() {
 	ctx, cancel := h.p.ctxFor(h.p.ctx)
 	defer cancel()
 	resp, err := h.p.cli.Get(ctx, h.key)

@@ -23,19 +23,42 @@ type server struct {
 	t          testing.TB
 	bin        string
 	dir        string
+	name       string
+	cluster    string // the initial cluster: "name=peer URL,..."
 	port, peer int
 	cmd        *exec.Cmd
 	out        strings.Builder
 }
 
+// startServer starts a single member.
 func startServer(t testing.TB) *server {
+	t.Helper()
+	s := startCluster(t, 1)[0]
+	return s
+}
+
+// startCluster starts a cluster of n members and returns once each serves
+// requests.
+func startCluster(t testing.TB, n int) []*server {
 	t.Helper()
 	// Run where the shared server runs (make test), which installs etcd.
 	locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS")
-	s := &server{t: t, bin: locktest.RequireBinary(t, "etcd"), dir: t.TempDir(), port: freePort(t), peer: freePort(t)}
-	s.start()
-	t.Cleanup(s.stop)
-	return s
+	bin := locktest.RequireBinary(t, "etcd")
+	ss := make([]*server, n)
+	peers := make([]string, n)
+	for i := range ss {
+		ss[i] = &server{t: t, bin: bin, dir: t.TempDir(), name: fmt.Sprintf("m%d", i), port: freePort(t), peer: freePort(t)}
+		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", ss[i].name, ss[i].peer)
+	}
+	for _, s := range ss {
+		s.cluster = strings.Join(peers, ",")
+		s.launch()
+		t.Cleanup(s.stop)
+	}
+	for _, s := range ss {
+		s.awaitReady()
+	}
+	return ss
 }
 
 func freePort(t testing.TB) int {
@@ -47,19 +70,31 @@ func freePort(t testing.TB) int {
 
 func (s *server) endpoints() []string { return []string{fmt.Sprintf("127.0.0.1:%d", s.port)} }
 
-// start starts the member (again, after stop) on the same ports and data,
+// start starts the member again, after stop, on the same ports and data,
 // and returns once it serves requests.
 func (s *server) start() {
 	s.t.Helper()
+	s.launch()
+	s.awaitReady()
+}
+
+func (s *server) launch() {
+	s.t.Helper()
 	client := fmt.Sprintf("http://127.0.0.1:%d", s.port)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", s.peer)
-	s.cmd = exec.Command(s.bin, "--name", "test", "--data-dir", filepath.Join(s.dir, "data"), "--logger", "zap",
+	s.cmd = exec.Command(s.bin, "--name", s.name, "--data-dir", filepath.Join(s.dir, "data"), "--logger", "zap",
 		"--listen-client-urls", client, "--advertise-client-urls", client,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-		"--initial-cluster", "test="+peer)
+		"--initial-cluster", s.cluster)
 	s.out.Reset()
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
 	require.NoError(s.t, s.cmd.Start())
+}
+
+// awaitReady waits until the member answers a read; each try waits up to
+// a second for the member.
+func (s *server) awaitReady() {
+	s.t.Helper()
 	cli := connect(s.t, s.endpoints())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -71,7 +106,7 @@ func (s *server) start() {
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			s.t.Fatalf("etcd did not start: %v\n%s", err, s.out.String())
+			s.t.Fatalf("etcd %s did not start: %v\n%s", s.name, err, s.out.String())
 		}
 	}
 }

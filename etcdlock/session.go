@@ -7,9 +7,8 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -72,6 +71,10 @@ func (s *session) kill() {
 func (p *Provider) lease(ctx context.Context) (*session, error) {
 	p.lmu.Lock()
 	defer p.lmu.Unlock()
+	if p.isClosed.Load() {
+		// Close revokes the lease it finds under lmu: no new one after it.
+		return nil, ErrClosed
+	}
 	if s := p.sess; s != nil {
 		confirmed, _ := s.state()
 		switch now := time.Now(); {
