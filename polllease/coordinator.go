@@ -49,7 +49,8 @@ type Coordinator struct {
 	members     []string
 	assign      map[string]string
 	probes      map[string]*probe
-	handedTo    map[string]handoff // targets released to rebalance
+	handedTo    map[string]handoff  // targets released to rebalance
+	handbacks   map[string]handback // targets taken back from their preferred instance
 	tick        uint64
 	nextTick    time.Time // when the reconcile timer fires (or fired, until the tick's heartbeat starts)
 	beatOK      bool      // the last heartbeat succeeded: acquisitions allowed
@@ -77,10 +78,11 @@ type lease struct {
 	since     time.Time
 	stopWatch func() bool
 	poll      *poller // the current poll loop; cancelled while paused
-	// keepFor is the preferred instance this lease is kept despite: it
-	// was released to it once and it did not take it, so releasing it
-	// again would only leave it unpolled.
-	keepFor string
+	// keepFor is the preferred instance this lease is kept from until
+	// keepUntil: it was released to it and it did not take it, so
+	// releasing it again at once would only leave it unpolled.
+	keepFor   string
+	keepUntil time.Time
 	// uncertain: the last renewal of the lease failed, so its poller is
 	// paused until one succeeds (or the trust window closes and the
 	// lease is lost).
@@ -115,6 +117,7 @@ func New(cfg Config) (*Coordinator, error) {
 		assign:    make(map[string]string),
 		probes:    make(map[string]*probe),
 		handedTo:  make(map[string]handoff),
+		handbacks: make(map[string]handback),
 	}, nil
 }
 

@@ -415,41 +415,6 @@ func TestRollingRestart(t *testing.T) {
 	assert.Empty(t, f.eventsOf(EventLost, time.Time{}))
 }
 
-// TestLiveInstanceThatDoesNotPoll: an instance heartbeats but never takes
-// its targets (its own targets source is empty). Their backups take them
-// after a grace, and after handing each back once, keep them: every target
-// stays covered and nothing flaps.
-func TestLiveInstanceThatDoesNotPoll(t *testing.T) {
-	targets := targetNames(30)
-	f := newFleet(t, targets)
-	p := newMemProvider(t, f.store, "lazy", testLeaseTTL)
-	cfg := f.config("lazy", p)
-	cfg.Targets = func(context.Context) ([]string, error) { return nil, nil }
-	runCoordinator(t, cfg)
-	f.start("a")
-	f.start("b")
-
-	waitFor(t, "covered by a and b", 15*time.Second, func() bool {
-		return f.covered() && len(f.node("a").c.Members()) == 3
-	})
-	// Wait until each of lazy's targets has been handed to it once and
-	// taken back.
-	lazyShare := 0
-	for _, owner := range Assign(targets, []string{"a", "b", "lazy"}, DefaultLoadFactor) {
-		if owner == "lazy" {
-			lazyShare++
-		}
-	}
-	require.Positive(t, lazyShare)
-	waitFor(t, "handed back once", 20*time.Second, func() bool {
-		return len(f.eventsOf(EventReleased, time.Time{})) >= lazyShare && f.covered()
-	})
-	settled := time.Now()
-	time.Sleep(testMinHold + 6*testReconcile) // releases would recur in this window if leases flapped
-	assert.Empty(t, f.eventsOf(EventReleased, settled), "leases flap")
-	assert.True(t, f.covered())
-}
-
 // TestFailedRenewalPausesPoller: a failed renewal pauses the lease's poller
 // (EventUncertain with the renewal's error) while the lease is kept; the
 // next successful renewal resumes it (EventResumed) under the same lease;

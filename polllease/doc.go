@@ -27,20 +27,22 @@
 //     members in one call (core.Heartbeat), re-reads the targets
 //     (Config.Targets), and computes the assignment: rendezvous (highest
 //     random weight) hashing of each target over the members, with bounded
-//     load, so no instance is assigned more than ⌈1.2 × targets / instances⌉
-//     nor fewer than about 0.8 × targets / instances (see Assign and Floor). The assignment is what is desired; ownership only changes
-//     through leases:
-//     it tries the leases of the targets it is preferred for every tick
-//     until it holds them; a target whose preferred instance has not
-//     taken it within two ticks is taken by its second choice (the
+//     load, so no instance is assigned more than ⌈1.2 × targets /
+//     instances⌉ nor fewer than about 0.8 × targets / instances (see Assign
+//     and Floor). The assignment is what is desired; ownership only changes
+//     through leases: it tries the leases of the targets it is preferred
+//     for every tick until it holds them; a target whose preferred instance
+//     has not taken it within two ticks is taken by its second choice (the
 //     "backup", next in rendezvous order), so no target stays unpolled when
 //     instances disagree about who is live or one of them is live but not
 //     polling; it releases a target it is not preferred for only after
 //     holding it MinHold (30 s), only after its poller has stopped, and at
 //     most max(1, 10 % of what it owns) per tick, so rebalancing converges
-//     without flapping (and a target handed to a preferred instance that
-//     did not take it is taken back and kept); it releases at once the
-//     targets that left the set; it never takes a lease someone holds.
+//     without flapping (a target handed to a preferred instance that did
+//     not take it is taken back and kept for 2 × MinHold, then offered
+//     again, the hold doubling with each take-back up to 32 × MinHold); it
+//     releases at once the targets that left the set; it never takes a
+//     lease someone holds.
 //   - Poll: each owned target has its own loop that calls Config.Poll every
 //     PollInterval(target), under the lease handle's context and with its
 //     fencing token. Before each poll it checks, by the clock, that the

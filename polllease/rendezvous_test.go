@@ -3,6 +3,7 @@ package polllease
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -62,13 +63,20 @@ func TestAssignBoundedLoad(t *testing.T) {
 	}
 }
 
+// TestAssignDeterministic: the order of the slices and duplicates do not
+// change the assignment, in cases where the lower bound moves targets too.
 func TestAssignDeterministic(t *testing.T) {
-	targets, members := names("t", 200), names("m", 6)
-	a := Assign(targets, members, DefaultLoadFactor)
-	shuffled := append([]string(nil), targets...)
-	rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	dup := append(append([]string(nil), members...), members[0])
-	assert.Equal(t, a, Assign(shuffled, dup, DefaultLoadFactor))
+	for _, c := range []struct{ targets, members int }{{200, 6}, {50, 5}, {100, 10}} {
+		targets, members := names("t", c.targets), names("m", c.members)
+		a := Assign(targets, members, DefaultLoadFactor)
+		for range 20 {
+			shuffled := slices.Clone(targets)
+			rand.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			dup := append(slices.Clone(members), members[0])
+			rand.Shuffle(len(dup), func(i, j int) { dup[i], dup[j] = dup[j], dup[i] })
+			require.Equal(t, a, Assign(shuffled, dup, DefaultLoadFactor), "%d×%d", c.members, c.targets)
+		}
+	}
 }
 
 func TestAssignEmpty(t *testing.T) {
