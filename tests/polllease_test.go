@@ -270,10 +270,12 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 			// here) plus the tick's own duration. The window cuts each
 			// instance's calls at arbitrary phases of their ±20 % jittered
 			// cadence, so the average over 10 instances and 8 intervals
-			// reads the rate ± about 0.02 (1.94–2.01 seen); allow for
-			// that. A separate heartbeat or listing per tick would add
-			// about 1.
-			const edgeNoise = 0.05
+			// reads the rate ± about 0.02. On a loaded machine ticks fall
+			// behind and the heartbeat loop beats between them (2.1–2.25
+			// seen with other modules testing beside it). A separate
+			// heartbeat or listing per tick would add about 1, which the
+			// bound still catches.
+			const edgeNoise = 0.5
 			assert.LessOrEqual(t, pipes+singles, 2.0+edgeNoise, "one renewal pipeline and one heartbeat with listing per interval")
 
 			// A join moves about targets/11 targets.
