@@ -24,8 +24,7 @@ var ErrClosed = errors.New("etcdlock: provider closed")
 // implements core.Membership. It is safe for concurrent use. Close it to
 // free everything it holds and stop its goroutines.
 type Provider struct {
-	owned    *clientv3.Client // made by Open: Close closes it
-	probe    *kit.Probe       // nil without observers or a logger
+	probe    *kit.Probe // nil without observers or a logger
 	cli      *clientv3.Client
 	opts     options
 	log      *slog.Logger
@@ -117,9 +116,6 @@ func (p *Provider) Close() error {
 	p.revoke()
 	p.stop()
 	p.wg.Wait()
-	if p.owned != nil {
-		return p.owned.Close()
-	}
 	return nil
 }
 
