@@ -390,7 +390,9 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	took := plWaitFor(t, "the crashed instance's targets covered", plWait, f.covered)
 	t.Logf("crash: targets polled again %v after SIGKILL (TTL %v, reconcile %v)", took.Round(time.Millisecond), plTTL, plReconcile)
-	assert.LessOrEqual(t, took, plTTL+plReconcile*6/5+500*time.Millisecond)
+	// The lease TTL, one jittered tick, and a second for the acquisitions
+	// and first polls of a loaded machine (3.2 s seen beside other tests).
+	assert.LessOrEqual(t, took, plTTL+plReconcile*6/5+time.Second)
 }
 
 // plStartRedis runs a redis-server of the test's own on a free loopback
