@@ -258,7 +258,9 @@ func TestMutexWaitersServedInArrivalOrder(t *testing.T) {
 func TestPreparedMutexAfterScriptFlush(t *testing.T) {
 	srv := redistest.StartServer(t)
 	rdb := redistest.Client(t, srv.Addr())
-	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(kit.DefaultHandoffMax, kit.DefaultHandoffSpan))
+	// A span of an hour: the run must not end before the release on a loaded
+	// machine (the default 20 ms can pass between the grant and the release).
+	p, err := New(rdb, WithTTL(testTTL), WithLocalHandoff(kit.DefaultHandoffMax, time.Hour))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
