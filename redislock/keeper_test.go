@@ -89,18 +89,24 @@ func TestTenThousandLocksRenewedInPipelines(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	// Hold them across three renewal cadences.
+	// Hold them until three cadences of renewals have been answered (on a
+	// loaded machine a cadence's pipeline can take longer than the
+	// interval, so the test waits for the renewals, not for the clock).
 	count.reset()
-	time.Sleep(cadences*interval + interval/2)
+	deadline := time.Now().Add(30 * cadences * interval)
+	for count.piped.Load() < cadences*n && time.Now().Before(deadline) {
+		time.Sleep(interval / 10)
+	}
 	for i, h := range handles {
 		require.NoError(t, h.Context().Err(), "handle %d lost: %v", i, context.Cause(h.Context()))
 	}
 	single, pipes, piped := count.single.Load(), count.pipelines.Load(), count.piped.Load()
-	t.Logf("while holding %d locks for %d cadences: %d pipelines carrying %d renewals, %d single commands",
-		n, cadences, pipes, piped, single)
+	t.Logf("while holding %d locks: %d pipelines carrying %d renewals, %d single commands",
+		n, pipes, piped, single)
 	assert.Zero(t, single, "renewals go out in pipelines only")
-	assert.GreaterOrEqual(t, piped, int64(cadences*n), "every lock renewed every cadence")
-	assert.LessOrEqual(t, pipes, int64(cadences*8), "renewals that fall due together share a pipeline")
+	require.GreaterOrEqual(t, piped, int64(cadences*n), "every lock renewed every cadence")
+	rounds := (piped + n - 1) / n
+	assert.LessOrEqual(t, pipes, (rounds+1)*8, "renewals that fall due together share a pipeline")
 	held := 0
 	for _, k := range scanKeys(t, rdb, prefix) {
 		if strings.HasSuffix(k, "}:mutex") {

@@ -18,7 +18,9 @@
 // server). The handle is lost when a majority says the grant is gone, or
 // when the trust window (last successful extension start + TTL − drift
 // margin) closes without a majority extension. Release deletes the grant on
-// every server and returns once a majority confirmed.
+// every server and returns once all answered, or a majority confirmed and a
+// short grace passed (twice the time the majority took, at least 100 ms),
+// so a paused server delays it by the grace only.
 //
 // # Fencing
 //

@@ -241,9 +241,12 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 	return errs
 }
 
-// releaseAll gives g up on every server and returns once a majority
-// confirmed (or every server answered); the others finish in the
-// background. A server confirms when the release deleted the grant, or
+// releaseAll gives g up on every server. It returns once every server
+// answered, or, once a majority confirmed, after a grace of twice the time
+// that took (at least releaseGrace): on healthy servers a Release is then
+// complete everywhere, so the next TryAcquire of any client is not refused
+// by a delete still in flight, while a paused server delays a Release by
+// the grace only. A server confirms when the release deleted the grant, or
 // found nothing there after the server had answered the acquire (known,
 // nil when all had): a release that overtook a late acquire proves nothing.
 func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool) error {
@@ -252,6 +255,7 @@ func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	var left atomic.Int32
 	left.Store(int32(len(p.servers)))
+	start := time.Now()
 	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
 		defer func() {
 			if left.Add(-1) == 0 {
@@ -263,9 +267,15 @@ func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool
 		return s.client.Release(ctx, g)
 	})
 	var errs []error
+	var grace <-chan time.Time
 	confirmed, overtook := 0, 0
 	for range p.servers {
-		r := <-replies
+		var r reply[bool]
+		select {
+		case r = <-replies:
+		case <-grace:
+			return nil
+		}
 		switch {
 		case r.err != nil:
 			errs = append(errs, r.err)
@@ -274,8 +284,8 @@ func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool
 		default:
 			overtook++
 		}
-		if confirmed >= p.quorum {
-			return nil
+		if confirmed >= p.quorum && grace == nil {
+			grace = time.After(max(2*time.Since(start), releaseGrace))
 		}
 	}
 	if confirmed+overtook >= p.quorum {
@@ -286,6 +296,10 @@ func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool
 	return kit.Wrap(backend, "release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
 		confirmed, len(p.servers), p.quorum, errors.Join(errs...)))
 }
+
+// releaseGrace is the least a Release waits for the servers that had not
+// answered when a majority confirmed.
+const releaseGrace = 100 * time.Millisecond
 
 // handle is a lock granted by a majority.
 type handle struct {

@@ -116,13 +116,14 @@ func plTargets(n int) []string {
 }
 
 // plProvider connects to addr with the test timings. Calls to a server that
-// stopped answering fail within a second.
+// stopped answering fail within 3 s: long enough for a graceful stop's
+// releases on a loaded machine, well inside the tests' waits.
 func plProvider(t testing.TB, addr string) (*redislock.Provider, *plCounter, func()) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		DialTimeout:           500 * time.Millisecond,
-		ReadTimeout:           time.Second,
-		WriteTimeout:          time.Second,
+		ReadTimeout:           3 * time.Second,
+		WriteTimeout:          3 * time.Second,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,
 	})
