@@ -44,7 +44,7 @@
 //	identity        text      file mem redis postgres mysql nats   WithIdentity: the holder name core.Inspector reports
 //	ttl             duration  redis redlock nats                   WithTTL: how long a dead holder blocks others
 //	prefix          text      redis redlock                        WithPrefix: the start of every key
-//	renew_interval  duration  redis redlock                        WithRenewInterval
+//	renew_interval  duration  redis redlock nats                   WithRenewInterval
 //	drift_margin    duration  redis redlock                        WithDriftMargin
 //	handoff_max     integer   redis postgres mysql nats            WithLocalHandoff: grants handed on in a row (0: off)
 //	handoff_span    duration  redis postgres mysql nats            WithLocalHandoff: the longest run of handoffs

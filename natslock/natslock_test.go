@@ -28,6 +28,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"bad members bucket", []Option{WithMembersBucket("a b")}},
 		{"empty identity", []Option{WithIdentity("")}},
 		{"short member TTL", []Option{WithMemberMaxTTL(time.Millisecond)}},
+		{"negative renew interval", []Option{WithRenewInterval(-time.Second)}},
+		{"renew interval beyond the trust window", []Option{WithTTL(time.Second), WithRenewInterval(900 * time.Millisecond)}},
 		{"negative local handoff run", []Option{WithLocalHandoff(-1, time.Second)}},
 		{"local handoff without a span", []Option{WithLocalHandoff(8, 0)}},
 		{"TTL differs from the bucket's", []Option{WithBucket(testBucket), WithTTL(testTTL + time.Second)}},

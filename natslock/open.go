@@ -21,7 +21,7 @@ import (
 //	nats+tls://...    the same, requiring TLS
 //
 // Parameters: bucket (WithBucket), members_bucket, member_max_ttl, ttl,
-// identity, timeout, handoff_max and handoff_span (WithLocalHandoff);
+// renew_interval, identity, timeout, handoff_max and handoff_span (WithLocalHandoff);
 // js_domain or js_api_prefix, the JetStream domain or API prefix
 // (jetstream.NewWithDomain, jetstream.NewWithAPIPrefix); connect_timeout,
 // the dial timeout (nats.Timeout, default 2 s). opts apply after the URL's
@@ -43,6 +43,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 	u.Text("members_bucket", func(b string) { buckets = append(buckets, b); add(WithMembersBucket(b)) })
 	u.Duration("member_max_ttl", func(d time.Duration) { add(WithMemberMaxTTL(d)) })
 	u.Duration("ttl", func(d time.Duration) { add(WithTTL(d)) })
+	u.Duration("renew_interval", func(d time.Duration) { add(WithRenewInterval(d)) })
 	u.Text("identity", func(id string) { add(WithIdentity(id)) })
 	u.Duration("timeout", func(d time.Duration) { add(WithTimeout(d)) })
 	u.Handoff(func(l kit.HandoffLimits) { add(WithLocalHandoff(l.Max, l.Span)) })

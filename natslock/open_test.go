@@ -26,7 +26,7 @@ func openURL(t testing.TB, query string) *Provider {
 func TestConformanceURL(t *testing.T) {
 	cfg := conformance()
 	cfg.New = func(t testing.TB) core.Provider {
-		return openURL(t, "bucket="+testBucket+"&ttl="+testTTL.String()+"&identity=url-test&connect_timeout=5s")
+		return openURL(t, "bucket="+testBucket+"&ttl="+testTTL.String()+"&renew_interval="+(testTTL/4).String()+"&identity=url-test&connect_timeout=5s")
 	}
 	locktest.TestProvider(t, cfg)
 }
@@ -42,7 +42,7 @@ func TestOpenOwnsConn(t *testing.T) {
 
 func TestOpenBadURL(t *testing.T) {
 	for _, bad := range []string{
-		"nats://", "tls://h:4222", "nats://h:4222/bucket", "nats://h?bucket=no/slash", "nats://h?ttl=x",
+		"nats://", "tls://h:4222", "nats://h:4222/bucket", "nats://h?bucket=no/slash", "nats://h?ttl=x", "nats://h?renew_interval=soon",
 		"nats://h?js_domain=a&js_api_prefix=b", "nats://h?connect_timeout=0s", "nats://h?prefix=x",
 	} {
 		p, err := Open(context.Background(), bad)

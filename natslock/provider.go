@@ -39,6 +39,7 @@ type config struct {
 	bucket        string
 	membersBucket string
 	ttl           time.Duration
+	interval      time.Duration // 0: TTL/3
 	memberMaxTTL  time.Duration
 	identity      string
 	backoff       kit.Backoff
@@ -54,9 +55,15 @@ func WithBucket(name string) Option { return func(c *config) { c.bucket = name }
 
 // WithTTL sets the lease TTL, which is the bucket's TTL (max age): a holder
 // that stops renewing loses the lock, and its key disappears, that long
-// after its last renewal. Renewal runs every TTL/3; a handle is trusted until
-// the start of its last successful renewal + TTL − TTL/10. Default 30 s.
+// after its last renewal. Renewal runs every TTL/3 (WithRenewInterval); a
+// handle is trusted until the start of its last successful renewal + TTL −
+// TTL/10. Default 30 s.
 func WithTTL(ttl time.Duration) Option { return func(c *config) { c.ttl = ttl } }
+
+// WithRenewInterval sets the renewal cadence of held leases. Default TTL/3;
+// must be positive and shorter than the trust window, TTL − TTL/10. A
+// shorter interval leaves more renewals to fail before a lease is lost.
+func WithRenewInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
 
 // WithIdentity sets the holder identity stored in every lock value and
 // reported by core.Inspector (a Mutex's Holder) and Provider.Holder. Default
@@ -176,23 +183,10 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	if cfg.log == nil {
 		cfg.log = slog.New(slog.DiscardHandler)
 	}
-	switch {
-	case js == nil:
+	if js == nil {
 		return nil, kit.Invalid("natslock: nil JetStream")
-	case cfg.ttl < 100*time.Millisecond:
-		return nil, kit.Invalid("natslock: TTL %v is shorter than 100ms", cfg.ttl)
-	case cfg.memberMaxTTL < time.Second:
-		return nil, kit.Invalid("natslock: member max TTL %v is shorter than 1s", cfg.memberMaxTTL)
-	case !validBucket(cfg.bucket):
-		return nil, kit.Invalid("natslock: bad bucket name %q", cfg.bucket)
-	case !validBucket(cfg.membersBucket):
-		return nil, kit.Invalid("natslock: bad members bucket name %q", cfg.membersBucket)
-	case cfg.identity == "":
-		return nil, kit.Invalid("natslock: empty identity")
-	case cfg.timeout <= 0:
-		return nil, kit.Invalid("natslock: timeout %v is not positive", cfg.timeout)
 	}
-	if err := cfg.handoff.Validate("natslock"); err != nil {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
 
@@ -216,7 +210,7 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the renewal's own round trip.
-	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{TTL: cfg.ttl, Margin: cfg.ttl / 10, Renew: p.renew})
+	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{TTL: cfg.ttl, Interval: cfg.interval, Margin: cfg.ttl / 10, Renew: p.renew})
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +219,29 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	p.notify.OnFirst = p.startWatch
 	p.notify.OnLast = p.idleWatch
 	return p, nil
+}
+
+// check validates the settings New was given.
+func (c *config) check() error {
+	switch {
+	case c.ttl < 100*time.Millisecond:
+		return kit.Invalid("natslock: TTL %v is shorter than 100ms", c.ttl)
+	case c.interval < 0:
+		return kit.Invalid("natslock: renew interval %v is negative", c.interval)
+	case c.interval >= c.ttl-c.ttl/10:
+		return kit.Invalid("natslock: renew interval %v is not shorter than the trust window %v (TTL − TTL/10)", c.interval, c.ttl-c.ttl/10)
+	case c.memberMaxTTL < time.Second:
+		return kit.Invalid("natslock: member max TTL %v is shorter than 1s", c.memberMaxTTL)
+	case !validBucket(c.bucket):
+		return kit.Invalid("natslock: bad bucket name %q", c.bucket)
+	case !validBucket(c.membersBucket):
+		return kit.Invalid("natslock: bad members bucket name %q", c.membersBucket)
+	case c.identity == "":
+		return kit.Invalid("natslock: empty identity")
+	case c.timeout <= 0:
+		return kit.Invalid("natslock: timeout %v is not positive", c.timeout)
+	}
+	return c.handoff.Validate("natslock")
 }
 
 // openBucket opens the bucket, creating it when missing, and checks its TTL.
