@@ -32,7 +32,7 @@ func serverURLs(t *testing.T) map[string]string {
 		"mem":           "mem://?identity=meta",
 		"redis":         "redis://" + redis[0] + "/0?ttl=5s&identity=meta&prefix=meta:",
 		"redis+cluster": "redis+cluster://" + cluster + "?ttl=5s",
-		"redlock":       "redlock://" + strings.Join(redis[:3], ",") + "?ttl=5s&restart_guard=0s&prefix=meta:",
+		"redlock":       "redlock://" + strings.Join(redis[:3], ",") + "?ttl=5s&restart_guard=0s&prefix=meta:&identity=meta",
 		"postgres":      pg,
 		"postgresql":    "postgresql" + strings.TrimPrefix(pg, "postgres"),
 		"nats":          locktest.RequireEnv(t, "DISTLOCK_NATS_URL") + "?bucket=distlock_meta&ttl=5s",

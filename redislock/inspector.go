@@ -2,12 +2,8 @@ package redislock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -47,12 +43,11 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 		if err != nil {
 			return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, err)
 		}
-		owner, token, _ = strings.Cut(strings.TrimSuffix(v, "+"), ":")
-		token, _, _ = strings.Cut(token, "/")
+		owner, token = redisop.MutexOwner(v)
 		if ls, ok := l.p.hand.Holder(l.p.client.Key(l.lock)); ok && ls.grant.Owner == owner && !ls.lost() && !ls.h.Released() {
 			// Ours: the local holder knows its token even before the
 			// write that follows a handoff without a round trip landed.
-			return core.Holder{ID: ownerIdentity(owner), Token: ls.h.FencingToken()}, true, nil
+			return core.Holder{ID: redisop.OwnerIdentity(owner), Token: ls.h.FencingToken()}, true, nil
 		}
 	case redisop.KindWrite:
 		vs, err := rdb.MGet(ctx, l.p.client.Key(l.lock), l.p.client.FenceKey(l.lock)).Result()
@@ -74,38 +69,5 @@ func (l *locker) Holder(ctx context.Context) (core.Holder, bool, error) {
 	if err != nil {
 		return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name, errors.New("unreadable grant: "+strconv.Quote(token)))
 	}
-	return core.Holder{ID: ownerIdentity(owner), Token: tok}, true, nil
-}
-
-// newOwner returns a fresh owner value carrying the Provider's identity.
-func (p *Provider) newOwner() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	var sb strings.Builder
-	sb.Grow(2*len(b) + 1 + len(p.idTag))
-	var hx [32]byte
-	hex.Encode(hx[:], b[:])
-	sb.Write(hx[:])
-	sb.WriteByte('.')
-	sb.WriteString(p.idTag)
-	return sb.String()
-}
-
-// identityTag encodes id for owner values: no ':', '#' or '.', which the
-// values and messages that carry owners use as separators.
-func identityTag(id string) string { return base64.RawURLEncoding.EncodeToString([]byte(id)) }
-
-// ownerIdentity returns the identity carried by an owner value made by
-// newOwner, or "" for an owner from elsewhere (redisop.Client users, older
-// versions).
-func ownerIdentity(owner string) string {
-	_, tag, ok := strings.Cut(owner, ".")
-	if !ok {
-		return ""
-	}
-	id, err := base64.RawURLEncoding.DecodeString(tag)
-	if err != nil {
-		return ""
-	}
-	return string(id)
+	return core.Holder{ID: redisop.OwnerIdentity(owner), Token: tok}, true, nil
 }

@@ -45,7 +45,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if err := l.check(ctx); err != nil {
 		return nil, err
 	}
-	h, _, err := l.try(ctx, l.p.newOwner(), 0)
+	h, _, err := l.try(ctx, redisop.NewTaggedOwner(l.p.idTag), 0)
 	return h, err
 }
 
@@ -67,7 +67,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if l.lock.Kind == redisop.KindMutex {
 		return l.acquireMutex(ctx)
 	}
-	owner := l.p.newOwner()
+	owner := redisop.NewTaggedOwner(l.p.idTag)
 	wait := l.p.cfg.markerTTL()
 	h, _, err := l.try(ctx, owner, wait)
 	if settled(ctx, err) {

@@ -50,7 +50,7 @@ type mutexWait struct {
 // same.
 func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	p := l.p
-	m := &mutexWait{l: l, owner: p.newOwner(), wait: p.cfg.markerTTL(), line: p.client.Key(l.lock)}
+	m := &mutexWait{l: l, owner: redisop.NewTaggedOwner(p.idTag), wait: p.cfg.markerTTL(), line: p.client.Key(l.lock)}
 	// Expect a handoff by the server before we may queue there, so that
 	// an announcement that comes before we listen is kept.
 	m.hkey = p.client.HandoffKey(l.lock, m.owner)

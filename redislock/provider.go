@@ -69,7 +69,7 @@ func New(rdb redis.UniversalClient, opts ...Option) (*Provider, error) {
 			return nil, err
 		}
 	}
-	p := &Provider{client: client, cfg: cfg, idTag: identityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
+	p := &Provider{client: client, cfg: cfg, idTag: redisop.IdentityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	p.hand.Limits = cfg.handoff
 	p.hand.Wake = func(tag string) { p.waker.Notify(tag) }
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{

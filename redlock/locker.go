@@ -34,7 +34,7 @@ func (p *Provider) locker(lock redisop.Lock) core.Locker {
 	if lock.Kind == redisop.KindSemaphore {
 		return p.probe.Semaphore(l)
 	}
-	return p.probe.Mutex(l)
+	return p.probe.Mutex(inspected{l})
 }
 
 func (l *locker) Name() string { return l.lock.Name }
@@ -47,7 +47,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
-	h, _, err := l.try(ctx, redisop.NewOwner(), 0)
+	h, _, err := l.try(ctx, redisop.NewTaggedOwner(l.p.idTag), 0)
 	return h, err
 }
 
@@ -68,7 +68,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	defer leave()
-	owner := redisop.NewOwner()
+	owner := redisop.NewTaggedOwner(l.p.idTag)
 	// How long a waiting writer's marker lives between tries; a waiting
 	// mutex acquire marks the lock awaited, so its release announces it.
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)

@@ -17,7 +17,7 @@ import (
 //	redlocks://...    the same over TLS
 //
 // Every server gets the same user, password, database and go-redis
-// settings. Parameters: ttl (WithTTL), prefix, min_validity,
+// settings. Parameters: ttl (WithTTL), identity, prefix, min_validity,
 // renew_interval, drift_margin, restart_guard. Every other parameter is
 // go-redis's (redis.ParseURL: dial_timeout, pool_size, ...), which rejects
 // those it does not know. opts apply after the URL's settings.
@@ -32,6 +32,7 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 	var urlOpts []Option
 	add := func(o Option) { urlOpts = append(urlOpts, o) }
 	u.Duration("ttl", func(d time.Duration) { add(WithTTL(d)) })
+	u.Text("identity", func(id string) { add(WithIdentity(id)) })
 	u.Text("prefix", func(p string) { add(WithPrefix(p)) })
 	u.Duration("min_validity", func(d time.Duration) { add(WithMinValidity(d)) })
 	u.Duration("renew_interval", func(d time.Duration) { add(WithRenewInterval(d)) })

@@ -41,7 +41,7 @@ func TestConformanceURL(t *testing.T) {
 
 func TestOpenBadURL(t *testing.T) {
 	for _, bad := range []string{
-		"redlock://", "redis://a:1,b:2", "redlock://a:1,b:2?ttl=x", "redlock://a:1?identity=x",
+		"redlock://", "redis://a:1,b:2", "redlock://a:1,b:2?ttl=x", "redlock://a:1?identity=",
 		"redlock://a:1?min_validity=1h", "redlock://a:1/db", "redlock://a:1?bogus=1",
 	} {
 		p, err := redlock.Open(context.Background(), bad)

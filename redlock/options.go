@@ -28,6 +28,7 @@ type config struct {
 	ttl, minValidity, interval, margin time.Duration
 	guard                              time.Duration
 	prefix                             string
+	identity                           string
 	backoff                            kit.Backoff
 	log                                *slog.Logger
 	intervalSet, marginSet, minSet     bool
@@ -80,6 +81,10 @@ func WithRestartGuard(d time.Duration) Option {
 // Default DefaultPrefix.
 func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
 
+// WithIdentity sets the identity recorded with every grant and reported as
+// core.Holder.ID by Holder. Default kit.DefaultIdentity() ("hostname-pid").
+func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
+
 // WithBackoff sets the fallback retry cadence of a waiting Acquire when no
 // release is announced. Default kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
@@ -100,7 +105,7 @@ func WithObserver(obs core.Observer) Option {
 }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{ttl: DefaultTTL, prefix: DefaultPrefix, backoff: kit.DefaultBackoff}
+	c := config{ttl: DefaultTTL, prefix: DefaultPrefix, backoff: kit.DefaultBackoff, identity: kit.DefaultIdentity()}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -114,6 +119,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, kit.Invalid("redlock: TTL %v must be in (0, %v]", c.ttl, redislock.MaxTTL)
 	case c.ttl < 10*time.Millisecond:
 		return c, kit.Invalid("redlock: TTL %v is too short to extend (under 10ms)", c.ttl)
+	case c.identity == "":
+		return c, kit.Invalid("redlock: empty identity")
 	}
 	if !c.minSet {
 		c.minValidity = c.ttl * 9 / 10

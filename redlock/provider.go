@@ -23,6 +23,7 @@ type Provider struct {
 	servers []server
 	quorum  int
 	cfg     config
+	idTag   string // the identity as owner values carry it
 	keeper  *kit.Keeper
 	gates   kit.Gates // one contender per lock per Provider
 	probe   *kit.Probe
@@ -56,7 +57,7 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 	if len(clients) == 0 {
 		return nil, kit.Invalid("redlock: no redis clients")
 	}
-	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
+	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, idTag: redisop.IdentityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
 	for i, rdb := range clients {
 		c, err := redisop.NewClient(rdb, cfg.prefix)
 		if err != nil {

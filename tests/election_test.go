@@ -70,6 +70,7 @@ type electionBackend struct {
 var electionBackends = []electionBackend{
 	{name: "file", locker: fileElectionLocker},
 	{name: "redis", locker: redisElectionLocker, takeover: electionTTL},
+	{name: "redlock", locker: redlockElectionLocker, takeover: electionTTL},
 	{name: "postgres", locker: pgElectionLocker},
 	{name: "nats", locker: natsElectionLocker, takeover: electionTTL},
 	{name: "mysql", locker: mysqlElectionLocker},
@@ -117,6 +118,12 @@ func redisLockerAt(t testing.TB, addr, name string) core.Locker {
 		_ = p.Close()
 		_ = rdb.Close()
 	})
+	return p.Mutex(name)
+}
+
+func redlockElectionLocker(t testing.TB, name string) core.Locker {
+	p, closeP := redlockShared(t, electionTTL)
+	t.Cleanup(closeP)
 	return p.Mutex(name)
 }
 

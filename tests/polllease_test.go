@@ -471,6 +471,12 @@ func TestPollLeaseBackends(t *testing.T) {
 				return p, p, closeP
 			}
 		}},
+		{"redlock", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
+			return func(t testing.TB) (core.Provider, core.Membership, func()) {
+				p, closeP := redlockShared(t, plTTL)
+				return p, p, closeP
+			}
+		}},
 		{"postgres", func(t *testing.T) func(testing.TB) (core.Provider, core.Membership, func()) {
 			url := locktest.RequireEnv(t, "DISTLOCK_PG_URL")
 			return func(t testing.TB) (core.Provider, core.Membership, func()) {

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 	"github.com/distlock/distlock/redlock"
 	"github.com/distlock/distlock/tests/internal/launch"
 )
@@ -167,5 +169,37 @@ func TestRedLockRestartsWithoutGuard(t *testing.T) {
 			assert.True(t, o.overlap, "no overlap without the guard: the test no longer shows the hazard")
 			assert.Greater(t, o.next, o.first, "the token went back")
 		})
+	}
+}
+
+// redlockShared returns a RedLock Provider over the first three shared test
+// servers (DISTLOCK_REDIS_ADDRS) with ttl, its clients closed with it. The
+// shared servers are not restarted by any test, so their data sets are
+// marked old: the young-server guard would otherwise hold the first grant
+// back for a TTL.
+func redlockShared(t testing.TB, ttl time.Duration) (*redlock.Provider, func()) {
+	t.Helper()
+	addrs := strings.Split(locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS"), ",")
+	require.GreaterOrEqual(t, len(addrs), 3, "DISTLOCK_REDIS_ADDRS lists fewer than 3 servers")
+	var clients []redis.UniversalClient
+	for _, a := range addrs[:3] {
+		// ContextTimeoutEnabled: an extension honours the Keeper's deadline.
+		c := redis.NewClient(&redis.Options{Addr: strings.TrimSpace(a), ContextTimeoutEnabled: true})
+		require.NoError(t, c.Set(context.Background(), redlock.DefaultPrefix+"boot", 0, 0).Err())
+		clients = append(clients, c)
+	}
+	closeAll := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+	}
+	p, err := redlock.New(clients, redlock.WithTTL(ttl), redlock.WithMinValidity(ttl/2))
+	if err != nil {
+		closeAll()
+		require.NoError(t, err)
+	}
+	return p, func() {
+		_ = p.Close()
+		closeAll()
 	}
 }
