@@ -65,6 +65,16 @@
 // appendfsync always, the guard may be turned off (WithRestartGuard(0)).
 // Set the TTL above the time a server takes to restart plus the clock
 // drift margin; keep clocks synchronized for the tokens (see Fencing).
+//
+// # Membership and Inspector
+//
+// The Provider implements core.Membership (and core.Heartbeater) by the
+// same majority rule as its locks: a registration is sent to every server
+// and succeeds when a majority took it, and an id is live when a majority
+// of the N servers list it, each by its own clock, so polllease and
+// election run over RedLock as over one server. Mutexes and write sides
+// implement core.Inspector: Holder reports the grant a majority holds, with
+// the identity of its Provider (WithIdentity) and its token.
 
 // # Semaphores
 //
