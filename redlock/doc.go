@@ -75,7 +75,7 @@
 // election run over RedLock as over one server. Mutexes and write sides
 // implement core.Inspector: Holder reports the grant a majority holds, with
 // the identity of its Provider (WithIdentity) and its token.
-
+//
 // # Semaphores
 //
 // Semaphore returns a Locker that fails with core.ErrUnsupported when N > 1:
