@@ -1,11 +1,18 @@
-// Command election runs one candidate of a leader election over the file
-// backend. Start several on the same directory: one leads, the others
-// follow; kill the leader (even with kill -9) and another takes over; press
-// Ctrl-C and the leader resigns, handing over at once.
+// Command election runs one candidate of a leader election over any
+// backend, named by a URL (distlock.Open; default: a directory of lock
+// files, no server). Start several on the same URL: one leads, the others
+// follow; kill the leader (even with kill -9) and another takes over, at
+// once on files and within the lease TTL on a lease backend; press Ctrl-C
+// and the leader resigns, handing over at once.
 //
 //	go run ./examples/election -id a &
 //	go run ./examples/election -id b &
 //	go run ./examples/election -id c
+//
+// Over NATS JetStream (a nats-server -js on localhost), with a 5 s lease:
+//
+//	go run ./examples/election -id a -url 'nats://127.0.0.1:4222?ttl=5s' &
+//	go run ./examples/election -id b -url 'nats://127.0.0.1:4222?ttl=5s'
 package main
 
 import (
@@ -15,33 +22,34 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/election"
-	"github.com/distlock/distlock/filelock"
+	"github.com/distlock/distlock/examples/internal/urls"
 )
 
 func main() {
-	dir := flag.String("dir", filepath.Join(os.TempDir(), "distlock-election-example"), "directory of the lock files, shared by the candidates")
+	lockURL := flag.String("url", urls.Default("distlock-election-example"), "the backend, shared by the candidates (file://, redis://, nats://, postgres://, ...)")
 	id := flag.String("id", kit.DefaultIdentity(), "this candidate's ID")
 	name := flag.String("election", "example-leader", "the election's name")
 	priority := flag.Int("priority", 0, "0 is the most preferred; higher waits longer before campaigning")
 	flag.Parse()
 
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("id", *id)
-	if err := run(log, *dir, *name, *id, *priority); err != nil {
+	if err := run(log, *lockURL, *name, *id, *priority); err != nil {
 		log.Error("election failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-func run(log *slog.Logger, dir, name, id string, priority int) error {
-	// The Provider records id in the lock file while this candidate leads,
-	// so the followers' OnNewLeader and LeaderChanged events name it.
-	provider, err := filelock.New(dir, filelock.WithIdentity(id))
+func run(log *slog.Logger, lockURL, name, id string, priority int) error {
+	// The Provider records id with the lock while this candidate leads, so
+	// the followers' LeaderChanged events name it.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	provider, err := urls.Open(ctx, lockURL, id)
 	if err != nil {
 		return err
 	}
@@ -69,9 +77,7 @@ func run(log *slog.Logger, dir, name, id string, priority int) error {
 
 	// Ctrl-C or SIGTERM ends Run's context: the leader's work stops, the
 	// lock is released, and a follower takes over at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log.Info("campaigning", "election", name, "dir", provider.Dir())
+	log.Info("campaigning", "election", name, "url", urls.Redacted(lockURL))
 	if err := e.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
