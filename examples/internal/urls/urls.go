@@ -4,8 +4,8 @@ package urls
 import (
 	"context"
 	"net/url"
-	"path/filepath"
 	"os"
+	"path/filepath"
 
 	"github.com/distlock/distlock"
 )
