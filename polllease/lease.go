@@ -16,6 +16,7 @@ import (
 func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	h, err := c.cfg.Provider.Mutex(c.cfg.LeaseName(target)).TryAcquire(ctx)
 	if err != nil {
+		c.logBusy(ctx, target, err)
 		return err
 	}
 	// The lease's state as granted: the watcher reports every change
@@ -44,6 +45,7 @@ func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	}
 	l := &lease{target: target, h: h, token: h.FencingToken(), since: time.Now()}
 	c.owned[target] = l
+	delete(c.unowned, target)
 	l.stopWatch = context.AfterFunc(h.Context(), func() {
 		select {
 		case c.kickSweep <- struct{}{}:
@@ -127,6 +129,7 @@ func (c *Coordinator) release(ctx context.Context, l *lease, reason Reason) erro
 		c.log.Warn("Lease release failed: it expires by its TTL", slog.String("target", l.target),
 			slog.Uint64("token", l.token), slog.Any("error", err))
 	}
+	c.dropped(l)
 	c.emit(c.event(EventReleased, l, reason, err))
 	return err
 }
@@ -154,6 +157,7 @@ func (c *Coordinator) sweep(ctx context.Context) {
 		// Clean up whatever the store still has; the lease is gone either
 		// way.
 		_ = l.h.Release(rctx)
+		c.dropped(l)
 		c.emit(c.event(EventLost, l, "", context.Cause(l.h.Context())))
 	}
 }
@@ -291,6 +295,7 @@ func (c *Coordinator) pollLoop(ctx context.Context, l *lease) {
 		if !c.pollable(l) {
 			return
 		}
+		c.logPollStart(ctx, l)
 		if err := c.cfg.Poll(ctx, l.target, l.token); err != nil && ctx.Err() == nil {
 			c.log.Warn("Poll failed", slog.String("target", l.target), slog.Uint64("token", l.token), slog.Any("error", err))
 		}
