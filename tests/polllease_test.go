@@ -122,8 +122,9 @@ func plProvider(t testing.TB, addr string) (*redislock.Provider, *plCounter, fun
 	return plProviderTTL(t, addr, plTTL, plRenew)
 }
 
-// plProviderTTL is plProvider with the lease TTL ttl renewed every renew.
-func plProviderTTL(t testing.TB, addr string, ttl, renew time.Duration) (*redislock.Provider, *plCounter, func()) {
+// plProviderTTL is plProvider with the lease TTL ttl renewed every renew,
+// and opts.
+func plProviderTTL(t testing.TB, addr string, ttl, renew time.Duration, opts ...redislock.Option) (*redislock.Provider, *plCounter, func()) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		DialTimeout:           500 * time.Millisecond,
@@ -134,7 +135,7 @@ func plProviderTTL(t testing.TB, addr string, ttl, renew time.Duration) (*redisl
 	})
 	rt := &plCounter{}
 	rdb.AddHook(rt)
-	p, err := redislock.New(rdb, redislock.WithTTL(ttl), redislock.WithRenewInterval(renew))
+	p, err := redislock.New(rdb, append([]redislock.Option{redislock.WithTTL(ttl), redislock.WithRenewInterval(renew)}, opts...)...)
 	require.NoError(t, err)
 	return p, rt, func() {
 		_ = p.Close()
