@@ -78,12 +78,13 @@ func (c *Coordinator) attemptTimeout() time.Duration {
 	return max(c.cfg.HeartbeatTTL/2, time.Second)
 }
 
-// detach removes l from the owned set and cancels its poller and its
-// watcher; c.mu is held. The caller then waits for the poller and releases
-// the handle.
+// detach removes l from the owned set, from then on NotOwned for State,
+// and cancels its poller and its watcher; c.mu is held. The caller then
+// waits for the poller and releases the handle.
 func (c *Coordinator) detach(l *lease) {
 	if c.owned[l.target] == l {
 		delete(c.owned, l.target)
+		c.unowned[l.target] = unowned{since: time.Now(), token: l.token}
 	}
 	if l.stopWatch != nil {
 		l.stopWatch()
@@ -129,7 +130,6 @@ func (c *Coordinator) release(ctx context.Context, l *lease, reason Reason) erro
 		c.log.Warn("Lease release failed: it expires by its TTL", slog.String("target", l.target),
 			slog.Uint64("token", l.token), slog.Any("error", err))
 	}
-	c.dropped(l)
 	c.emit(c.event(EventReleased, l, reason, err))
 	return err
 }
@@ -157,7 +157,6 @@ func (c *Coordinator) sweep(ctx context.Context) {
 		// Clean up whatever the store still has; the lease is gone either
 		// way.
 		_ = l.h.Release(rctx)
-		c.dropped(l)
 		c.emit(c.event(EventLost, l, "", context.Cause(l.h.Context())))
 	}
 }

@@ -35,7 +35,8 @@ type TargetState struct {
 	// Since is when State began: the acquire or the last resume for
 	// Owned, the pause (EventUncertain) for Uncertain, or the moment the
 	// trust window closed when the pause is not reported yet; for NotOwned,
-	// when this instance last let the lease go (released or lost), zero
+	// when this instance last let the lease go (it stopped the poller to
+	// release the lease, or found the lease lost), zero
 	// when it has not held it since the target last joined the set (a
 	// target that leaves the set is forgotten at the next tick).
 	Since time.Time
@@ -90,15 +91,6 @@ func (c *Coordinator) closedAt(l *lease, now time.Time) time.Time {
 		at = st.Deadline
 	}
 	return at
-}
-
-// dropped records that l, detached, is no longer held.
-func (c *Coordinator) dropped(l *lease) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.owned[l.target] == nil { // else acquired again meanwhile
-		c.unowned[l.target] = unowned{since: time.Now(), token: l.token}
-	}
 }
 
 // forgetRemoved drops the records of targets that left the set; c.mu is
