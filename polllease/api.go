@@ -128,8 +128,8 @@ func (c *Coordinator) IsPreferredOwner(target string) bool {
 	return c.PreferredOwner(target) == c.id
 }
 
-// Snapshot is an operator's view of a group: who is live and who holds
-// what.
+// Snapshot is an operator's view of a group: who is live, who holds what,
+// and where this instance stands on each target.
 type Snapshot struct {
 	Instance string      // the instance that took the snapshot
 	Taken    time.Time   // when
@@ -152,6 +152,10 @@ type LeaseInfo struct {
 	Token uint64
 	// Local reports whether this instance holds the lease.
 	Local bool
+	// State is this instance's standing on the target (see
+	// Coordinator.State): Owned, Uncertain or NotOwned, since when, and
+	// its token.
+	State TargetState
 }
 
 // Snapshot reads the live members and the holder of every target's lease
@@ -164,9 +168,9 @@ func (c *Coordinator) Snapshot(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	c.mu.Lock()
-	s := Snapshot{Instance: c.id, Taken: time.Now(), Members: members}
+	s := Snapshot{Instance: c.id, Taken: c.now(), Members: members}
 	for t := range c.targets {
-		info := LeaseInfo{Target: t, Lock: c.cfg.LeaseName(t), Preferred: c.assign[t]}
+		info := LeaseInfo{Target: t, Lock: c.cfg.LeaseName(t), Preferred: c.assign[t], State: c.state(t, s.Taken)}
 		if l := c.owned[t]; l != nil {
 			info.Local, info.Held, info.Owner, info.Token = true, true, c.id, l.token
 		}

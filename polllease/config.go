@@ -13,15 +13,26 @@ import (
 	"github.com/distlock/distlock/core/kit"
 )
 
-// Defaults of Config, in one place.
+// Defaults of Config, in one place. With them and a Provider whose lease
+// TTL is RecommendedLeaseTTL, a crashed instance's targets are polled again
+// within max(lease TTL, HeartbeatTTL) + 1.2 × ReconcileInterval = 15 s + 6 s
+// = 21 s, plus an acquire's round trip (see the package documentation,
+// "Failover").
 const (
 	DefaultGroup             = "poll"
-	DefaultHeartbeatTTL      = 30 * time.Second
-	DefaultHeartbeatInterval = 10 * time.Second
-	DefaultReconcileInterval = 10 * time.Second
+	DefaultHeartbeatTTL      = 15 * time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultReconcileInterval = 5 * time.Second
 	DefaultMinHold           = 30 * time.Second
 	DefaultPollInterval      = 10 * time.Second
 	DefaultMaxParallel       = 16
+	DefaultTargetKey         = "target"
+
+	// RecommendedLeaseTTL is the lease TTL to give the Provider (for
+	// example redislock.WithTTL), renewed every 5 s (a third of it, the
+	// backends' default), for the failover bound above. A longer TTL
+	// lengthens the failover by as much.
+	RecommendedLeaseTTL = 15 * time.Second
 )
 
 // Config configures a Coordinator. Provider, Membership, Targets and Poll
@@ -30,8 +41,9 @@ const (
 // The lease TTL and renewal cadence are the Provider's (for example
 // redislock's TTL option): the Coordinator never renews leases itself, it
 // watches each lease's handle context, which the backend ends when the lease
-// is lost or its trust window closes. Give the Provider a lease TTL of 30 s
-// renewed every 10 s for the defaults below to make sense.
+// is lost or its trust window closes. Give the Provider a lease TTL of
+// RecommendedLeaseTTL (15 s, renewed every 5 s) for the defaults below to
+// meet their failover bound.
 type Config struct {
 	// Provider makes the per-target leases: one Mutex per target, named
 	// Group + ":lease:" + target.
@@ -48,18 +60,18 @@ type Config struct {
 	InstanceID string
 
 	// HeartbeatTTL is how long the store lists this instance after its last
-	// heartbeat. Default 30 s.
+	// heartbeat. Default 15 s.
 	HeartbeatTTL time.Duration
 	// HeartbeatInterval is the heartbeat cadence: every reconcile tick
 	// heartbeats, and the heartbeat loop beats when none was attempted for
 	// this long (up to a quarter of it longer while a tick that will beat
 	// is due). It must be shorter than HeartbeatTTL − HeartbeatTTL/10.
-	// Default 10 s.
+	// Default 5 s.
 	HeartbeatInterval time.Duration
 	// ReconcileInterval is the mean period of the reconcile tick, which
 	// heartbeats and lists the live members (one call), re-reads the
 	// targets, acquires, and releases; each tick is jittered by ±20 %.
-	// Default 10 s.
+	// Default 5 s.
 	ReconcileInterval time.Duration
 	// MinHold is how long a lease is kept before it may be released to
 	// rebalance, so that assignment changes do not make leases flap.
@@ -88,9 +100,19 @@ type Config struct {
 	// target (4–120 s, say). Default: 10 s for every target.
 	PollInterval func(target string) time.Duration
 
-	// Logger receives the log lines, with the fields instance, target,
-	// token and reason. Default: slog.Default().
+	// Logger receives the log lines; the package documentation ("Logs")
+	// lists them and their attributes. Default: slog.Default().
 	Logger *slog.Logger
+	// TargetKey is the name of the attribute that carries the target in
+	// every log line. Default "target"; "endpoint" gives the lines the
+	// poll-lease plan's operators grep for.
+	TargetKey string
+	// RoutineLevel is the level of the lines logged for every renewal of a
+	// lease and every poll start: one line per lease per renew interval
+	// and per poll, thousands a minute on a large fleet. Default
+	// slog.LevelDebug; slog.LevelInfo logs them with the acquisitions and
+	// releases. A *slog.LevelVar changes it while the Coordinator runs.
+	RoutineLevel slog.Leveler
 	// OnEvent, when set, is called for every Event, synchronously and in
 	// order from the Coordinator's goroutines: it must not block, and must
 	// not call the Coordinator's methods that take a context.
@@ -141,6 +163,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.TargetKey == "" {
+		cfg.TargetKey = DefaultTargetKey
+	}
+	if cfg.RoutineLevel == nil {
+		cfg.RoutineLevel = slog.LevelDebug
 	}
 	switch {
 	case cfg.Provider == nil:

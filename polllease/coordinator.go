@@ -45,6 +45,7 @@ type Coordinator struct {
 	started     bool
 	running     bool
 	owned       map[string]*lease
+	unowned     map[string]unowned // targets held before, since they were let go
 	targets     map[string]bool
 	members     []string
 	assign      map[string]string
@@ -90,6 +91,10 @@ type lease struct {
 	// unwatch ends the lease's renewal watcher; nil when the backend
 	// reports no renewals (the handle is no core.LeaseReporter).
 	unwatch chan struct{}
+	// polling is when the poller last started (acquire or resume);
+	// paused is when it was last paused (its EventUncertain), zero while
+	// it polls. State reads them; event sets them.
+	polling, paused time.Time
 }
 
 // poller is one run of a target's poll loop.
@@ -108,11 +113,12 @@ func New(cfg Config) (*Coordinator, error) {
 	return &Coordinator{
 		cfg:       cfg,
 		id:        cfg.InstanceID,
-		log:       cfg.Logger.With(slog.String("instance", cfg.InstanceID)),
+		log:       newLogger(cfg),
 		now:       time.Now,
 		kickSweep: make(chan struct{}, 1),
 		kickTick:  make(chan struct{}, 1),
 		owned:     make(map[string]*lease),
+		unowned:   make(map[string]unowned),
 		targets:   make(map[string]bool),
 		assign:    make(map[string]string),
 		probes:    make(map[string]*probe),
@@ -266,6 +272,9 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	assign := Assign(slices.Collect(maps.Keys(targets)), members, c.cfg.LoadFactor)
 
 	p := c.plan(targets, members, assign)
+	c.mu.Lock()
+	c.forgetRemoved()
+	c.mu.Unlock()
 	c.releaseAll(ctx, p.removed, ReasonRemoved)
 	c.releaseAll(ctx, p.rebalance, ReasonRebalance)
 	recheck := uint64(max(maxBackupBackoff, recheckPerBackup*p.backups))

@@ -3,6 +3,7 @@ package polllease
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +77,11 @@ func TestConfigValidation(t *testing.T) {
 	assert.Equal(t, DefaultReconcileInterval, c.cfg.ReconcileInterval)
 	assert.Equal(t, DefaultLoadFactor, c.cfg.LoadFactor)
 	assert.Equal(t, DefaultPollInterval, c.cfg.PollInterval("t"))
+	assert.Equal(t, DefaultTargetKey, c.cfg.TargetKey)
+	assert.Equal(t, slog.LevelDebug, c.cfg.RoutineLevel.Level())
+	// The documented failover bound of the defaults, max(L, H) + 1.2 × R,
+	// is under 30 s.
+	assert.Less(t, max(RecommendedLeaseTTL, DefaultHeartbeatTTL)+DefaultReconcileInterval*6/5, 30*time.Second)
 	assert.Regexp(t, `^.+-\d+-[0-9a-f]{6}$`, c.ID())
 	assert.Equal(t, "poll:lease:t", c.LeaseName("t"))
 }

@@ -14,15 +14,15 @@
 // "hostname-boottime-random") and three loops:
 //
 //   - Heartbeat: the instance registers its ID in the Group through
-//     core.Membership with HeartbeatTTL (30 s); the store lists it until
+//     core.Membership with HeartbeatTTL (15 s); the store lists it until
 //     the TTL runs out. Every reconcile tick heartbeats; the heartbeat
 //     loop registers only when no heartbeat was attempted for
-//     HeartbeatInterval (10 s; a quarter of it while they fail), which
+//     HeartbeatInterval (5 s; a quarter of it while they fail), which
 //     happens at start and when ticks are slower than heartbeats, slow or
 //     skipped. When a tick is due within a quarter interval of that
 //     moment, the loop waits for the tick's heartbeat rather than beat
 //     twice.
-//   - Reconcile: every ReconcileInterval (10 s, jittered by ±20 % so
+//   - Reconcile: every ReconcileInterval (5 s, jittered by ±20 % so
 //     instances do not tick together) it heartbeats and lists the live
 //     members in one call (core.Heartbeat), re-reads the targets
 //     (Config.Targets), and computes the assignment: rendezvous (highest
@@ -51,14 +51,15 @@
 //
 // A lease is one core.Locker per target, named Group + ":lease:" + target
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the
-// Provider (configure 30 s renewed every 10 s): the backend renews all the
+// Provider (configure RecommendedLeaseTTL, 15 s, renewed every 5 s; see
+// "Failover" below): the backend renews all the
 // leases of one Provider together, in one round trip per interval on Redis
 // (kit.Keeper); on Postgres a lease lives as long as its connection, which
 // one keepalive per connection checks, however many leases it holds. The
 // heartbeat and the member listing of a tick are one round trip on backends
 // that implement core.Heartbeater (redislock, pglock), two on the others.
 // So with the defaults an instance's steady-state cost on Redis is 2 round
-// trips per 10 s whatever the number of targets, one renewal and one
+// trips per 5 s whatever the number of targets, one renewal and one
 // heartbeat with listing, plus a backup's rare check of the targets it
 // backs up (paced to about one TryAcquire per 48 ticks per instance, 0.02
 // per tick at 10 × 1,000). The Coordinator never renews a lease
@@ -126,43 +127,80 @@
 //		return store.Save(ctx, target, token, data)
 //	},
 //
-// A crashed instance's leases expire after their TTL and its heartbeat after
-// HeartbeatTTL; its targets are polled again within a lease TTL plus one
-// reconcile tick. A graceful stop (the end of Run) stops every poller,
-// releases every lease and deregisters, so its targets move within one tick.
+// # Failover
 //
-// # Events and logs
+// A graceful stop (the end of Run) stops every poller, releases every
+// lease and deregisters, so its targets move within one reconcile tick.
+//
+// A crashed instance's leases expire on the store at most the lease TTL
+// (L, the Provider's) after its last renewal, and its registration at most
+// HeartbeatTTL (H) after its last heartbeat. The first reconcile tick of
+// another instance after both have expired lists the members without it,
+// assigns its targets to the live instances and acquires them: ticks come
+// at most 1.2 × ReconcileInterval (R) apart, so its targets are polled
+// again within
+//
+//	max(L, H) + 1.2 × R   (plus an acquire's round trip)
+//
+// after the crash. The defaults with the recommended lease TTL (L =
+// RecommendedLeaseTTL = 15 s, H = 15 s, R = 5 s) give 21 s, under the 30 s
+// a poll-lease deployment is expected to meet; a Provider left at its own
+// default TTL of 30 s gives 36 s. The tests measure the bound with these
+// timings scaled down by 10 against a real Redis and a SIGKILLed process.
+//
+// # Logs
 //
 // Config.OnEvent receives every Event: acquired, renewed, released (with a
 // Reason: rebalance, stop, target removed, manual), lost, uncertain and
 // resumed, each with the instance, target and fencing token. The same
-// lines go to Config.Logger (log/slog), for example
+// changes go to Config.Logger (log/slog), one line each:
 //
 //	level=INFO msg="Lease acquired" instance=web-1712-a3f9c2 target=endpoint-7 token=42
 //
-// Renewals are reported one event per lease per renewal (thousands per
-// interval on a large fleet), so they are logged at Debug level; the
-// others at Info, lost and uncertain at Warn. A backend whose handles do not
-// report their lease (pglock, whose locks live as long as the connection)
-// sends no renewed events, and its leases are paused only by the
-// heartbeat.
+//	message               level         attributes
+//	Lease acquired        Info          instance, target, token
+//	Lease released        Info          instance, target, token, reason (rebalance, stop,
+//	                                    target removed, manual), error (a failed release)
+//	Lease resumed         Info          instance, target, token
+//	Lease lost            Warn          instance, target, token, error
+//	Lease uncertain       Warn          instance, target, token, error
+//	Lease renewed         RoutineLevel  instance, target, token
+//	Poll started          RoutineLevel  instance, target, token
+//	Lease busy            Debug         instance, target, owner, token (the holder's), error
+//	Poll failed           Warn          instance, target, token, error
+//	Lease acquire failed  Warn          instance, target, error (the store failed, not busy)
+//	Lease release failed… Warn          instance, target, token, error (it expires by its TTL)
+//	Preferred instance…   Warn          instance, target, preferred, times, for (a target
+//	                                    handed to an instance that did not take it, kept)
+//	Target ignored        Warn          instance, target, error (not valid UTF-8, empty)
+//
+// The attribute named target above is named by Config.TargetKey: set it to
+// "endpoint" and every line about a target carries endpoint=… instead.
+// Renewals and poll starts come once per lease per renew interval and once
+// per poll, thousands a minute on a large fleet, so they are logged at
+// Config.RoutineLevel, Debug by default; RoutineLevel: slog.LevelInfo logs
+// them with the rest. A busy acquire (the lease is held elsewhere) names
+// the holder when the backend implements core.Inspector: that is one more
+// round trip, made only when the logger has Debug enabled. A backend whose
+// handles do not report their lease (pglock, whose locks live as long as
+// the connection) sends no renewed events, and its leases are paused only
+// by the heartbeat. The coordinator also logs, without a target, when the
+// heartbeat fails, recovers or lets its trust window close, and when it
+// stops.
 //
 // # Inspection
 //
-// Coordinator.Snapshot lists the live members and, for each target, its
-// preferred instance and holder (the holder's identity and token come from
-// core.Inspector where the backend implements it). The store's own keys stay
-// readable. On Redis with the default prefixes, where each lock name appears
-// in its key as kit.SafeName (":" becomes "_", followed by a hash):
+// Coordinator.State tells, locally and without I/O, where this instance
+// stands on a target: Owned (polling it), Uncertain (holding its lease
+// with the poller paused) or NotOwned, since when, and with which fencing
+// token; Owned is exactly IsOwned. Coordinator.Snapshot lists the live
+// members and, for each target, its preferred instance, its holder (the
+// holder's identity and token come from core.Inspector where the backend
+// implements it) and this instance's State.
 //
-//	# live instances and their heartbeat expiry (Unix ms, server clock)
-//	redis-cli --scan --pattern 'distlock:{poll-*}:members'
-//	redis-cli ZRANGE 'distlock:{poll-<hash>}:members' 0 -1 WITHSCORES
-//	# held leases, their remaining TTL and last fencing token
-//	redis-cli --scan --pattern 'distlock:{poll_lease_*}:mutex'
-//	redis-cli PTTL 'distlock:{poll_lease_endpoint_7-<hash>}:mutex'
-//	redis-cli GET  'distlock:{poll_lease_endpoint_7-<hash>}:fence'
-//
-// With filelock, leases are files under the Provider's directory named the
-// same way.
+// The store's own records stay readable. The README's "Inspection"
+// section gives, per backend, the commands (redis-cli, psql, nats) that
+// list the live instances and name a target's holder and token; a test of
+// the repository runs each of them against real servers, so they match
+// what the backends write.
 package polllease

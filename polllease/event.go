@@ -40,7 +40,8 @@ const (
 	// EventRenewed: the backend renewed the lease; one event per
 	// successful renewal, after the renewal (on backends whose handles
 	// report their lease, core.LeaseReporter: redislock, redlock,
-	// natslock, filelock). Logged at Debug level.
+	// natslock, filelock). Logged at Config.RoutineLevel (Debug by
+	// default).
 	EventRenewed
 )
 
@@ -100,8 +101,18 @@ func (e Event) LogValue() slog.Value {
 	return slog.GroupValue(attrs...)
 }
 
+// event returns the event of kind for l. For the events that start or
+// pause l's poller it also records when, so that State agrees with the
+// events; those are made with c.mu held.
 func (c *Coordinator) event(kind EventKind, l *lease, reason Reason, err error) Event {
-	return Event{Kind: kind, Instance: c.id, Target: l.target, Token: l.token, Reason: reason, Err: err, Time: time.Now()}
+	e := Event{Kind: kind, Instance: c.id, Target: l.target, Token: l.token, Reason: reason, Err: err, Time: time.Now()}
+	switch kind {
+	case EventAcquired, EventResumed:
+		l.polling, l.paused = e.Time, time.Time{}
+	case EventUncertain:
+		l.paused = e.Time
+	}
+	return e
 }
 
 // emit logs the events and hands them to OnEvent, in order.
@@ -118,24 +129,7 @@ func (c *Coordinator) emit(events ...Event) {
 func (c *Coordinator) deliver(events []Event) {
 	ctx := context.Background()
 	for _, e := range events {
-		level := slog.LevelInfo
-		switch e.Kind {
-		case EventLost, EventUncertain:
-			level = slog.LevelWarn
-		case EventRenewed:
-			// Every lease renews every interval: thousands of lines.
-			level = slog.LevelDebug
-		}
-		if c.log.Enabled(ctx, level) {
-			attrs := []slog.Attr{slog.String("target", e.Target), slog.Uint64("token", e.Token)}
-			if e.Reason != "" {
-				attrs = append(attrs, slog.String("reason", string(e.Reason)))
-			}
-			if e.Err != nil {
-				attrs = append(attrs, slog.Any("error", e.Err))
-			}
-			c.log.LogAttrs(ctx, level, "Lease "+e.Kind.String(), attrs...)
-		}
+		c.logEvent(ctx, e)
 		if c.cfg.OnEvent != nil {
 			c.cfg.OnEvent(e)
 		}

@@ -37,13 +37,14 @@ func ExampleAssign() {
 
 // A Coordinator over any backend that offers both a core.Provider and a
 // core.Membership, such as a *redislock.Provider, a *pglock.Provider or a
-// *natslock.Provider. Give the Provider the lease TTL (30 s, renewed every
-// 10 s, is the default on redislock and natslock).
+// *natslock.Provider. Give the Provider polllease.RecommendedLeaseTTL (15 s,
+// renewed every 5 s; their own default is 30 s) so that a crashed
+// instance's targets move within 21 s.
 func ExampleNew() {
 	var store interface {
 		core.Provider
 		core.Membership
-	} // for example: store, err := redislock.New(rdb)
+	} // for example: store, err := redislock.New(rdb, redislock.WithTTL(polllease.RecommendedLeaseTTL))
 
 	c, err := polllease.New(polllease.Config{
 		Provider:   store,
@@ -58,6 +59,8 @@ func ExampleNew() {
 			return nil
 		},
 		PollInterval: func(session string) time.Duration { return 30 * time.Second },
+		TargetKey:    "endpoint",     // log lines carry endpoint=… rather than target=…
+		RoutineLevel: slog.LevelInfo, // log every renewal and poll start too
 		OnEvent: func(e polllease.Event) {
 			if e.Kind == polllease.EventLost {
 				log.Printf("lost %s: %v", e.Target, e.Err)

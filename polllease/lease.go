@@ -16,6 +16,7 @@ import (
 func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	h, err := c.cfg.Provider.Mutex(c.cfg.LeaseName(target)).TryAcquire(ctx)
 	if err != nil {
+		c.logBusy(ctx, target, err)
 		return err
 	}
 	// The lease's state as granted: the watcher reports every change
@@ -44,6 +45,7 @@ func (c *Coordinator) acquire(ctx context.Context, target string) error {
 	}
 	l := &lease{target: target, h: h, token: h.FencingToken(), since: time.Now()}
 	c.owned[target] = l
+	delete(c.unowned, target)
 	l.stopWatch = context.AfterFunc(h.Context(), func() {
 		select {
 		case c.kickSweep <- struct{}{}:
@@ -76,12 +78,13 @@ func (c *Coordinator) attemptTimeout() time.Duration {
 	return max(c.cfg.HeartbeatTTL/2, time.Second)
 }
 
-// detach removes l from the owned set and cancels its poller and its
-// watcher; c.mu is held. The caller then waits for the poller and releases
-// the handle.
+// detach removes l from the owned set, from then on NotOwned for State,
+// and cancels its poller and its watcher; c.mu is held. The caller then
+// waits for the poller and releases the handle.
 func (c *Coordinator) detach(l *lease) {
 	if c.owned[l.target] == l {
 		delete(c.owned, l.target)
+		c.unowned[l.target] = unowned{since: time.Now(), token: l.token}
 	}
 	if l.stopWatch != nil {
 		l.stopWatch()
@@ -291,6 +294,7 @@ func (c *Coordinator) pollLoop(ctx context.Context, l *lease) {
 		if !c.pollable(l) {
 			return
 		}
+		c.logPollStart(ctx, l)
 		if err := c.cfg.Poll(ctx, l.target, l.token); err != nil && ctx.Err() == nil {
 			c.log.Warn("Poll failed", slog.String("target", l.target), slog.Uint64("token", l.token), slog.Any("error", err))
 		}

@@ -86,6 +86,8 @@ missing_packages() {
 	find_bin redis-cli >/dev/null || pkgs+=(redis-tools)
 	find_bin nats-server >/dev/null || pkgs+=(nats-server)
 	find_pg_bindir >/dev/null || pkgs+=(postgresql)
+	# psql runs polllease's inspection recipes (tests/polllease_inspect_test.go).
+	command -v psql >/dev/null 2>&1 || pkgs+=(postgresql-client)
 	missing_mysql_packages pkgs
 	# `go test -race` needs cgo, hence a C compiler.
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)

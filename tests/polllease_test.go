@@ -82,6 +82,7 @@ type plFleet struct {
 	t       *testing.T
 	addr    string // Redis, unless open is set
 	open    func(t testing.TB) (core.Provider, core.Membership, func())
+	edit    func(*polllease.Config) // changes each instance's config, when set
 	group   string
 	det     *pollleasetest.Detector
 	targets atomic.Pointer[[]string]
@@ -119,6 +120,12 @@ func plTargets(n int) []string {
 // stopped answering fail within 3 s: long enough for a graceful stop's
 // releases on a loaded machine, well inside the tests' waits.
 func plProvider(t testing.TB, addr string) (*redislock.Provider, *plCounter, func()) {
+	return plProviderTTL(t, addr, plTTL, plRenew)
+}
+
+// plProviderTTL is plProvider with the lease TTL ttl renewed every renew,
+// and opts.
+func plProviderTTL(t testing.TB, addr string, ttl, renew time.Duration, opts ...redislock.Option) (*redislock.Provider, *plCounter, func()) {
 	rdb := redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		DialTimeout:           500 * time.Millisecond,
@@ -129,7 +136,7 @@ func plProvider(t testing.TB, addr string) (*redislock.Provider, *plCounter, fun
 	})
 	rt := &plCounter{}
 	rdb.AddHook(rt)
-	p, err := redislock.New(rdb, redislock.WithTTL(plTTL), redislock.WithRenewInterval(plRenew))
+	p, err := redislock.New(rdb, append([]redislock.Option{redislock.WithTTL(ttl), redislock.WithRenewInterval(renew)}, opts...)...)
 	require.NoError(t, err)
 	return p, rt, func() {
 		_ = p.Close()
@@ -171,7 +178,11 @@ func (f *plFleet) start(id string) *plNode {
 		rp, rt, closeP = plProvider(f.t, f.addr)
 		p, m = rp, rp
 	}
-	c, err := polllease.New(plConfig(p, m, f.group, id, f.getTargets, f.det.PollFunc(id, pollleasetest.Sleep(plPollWork)), f.events.Add))
+	cfg := plConfig(p, m, f.group, id, f.getTargets, f.det.PollFunc(id, pollleasetest.Sleep(plPollWork)), f.events.Add)
+	if f.edit != nil {
+		f.edit(&cfg)
+	}
+	c, err := polllease.New(cfg)
 	require.NoError(f.t, err)
 	n := &plNode{c: c, rt: rt}
 	stop := pollleasetest.Run(c.Run)
@@ -330,6 +341,31 @@ func TestPollLeaseRedisRollingRestart(t *testing.T) {
 	assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
 }
 
+// The crash test runs polllease's defaults and the recommended lease TTL
+// scaled down by plCrashScale, so that the failover it measures is the
+// defaults' bound, max(lease TTL, HeartbeatTTL) + 1.2 × ReconcileInterval
+// (21 s), scaled down.
+const plCrashScale = 10
+
+var (
+	plCrashTTL   = polllease.RecommendedLeaseTTL / plCrashScale
+	plCrashRenew = plCrashTTL / 3
+)
+
+// plCrashConfig sets cfg's timings to the scaled defaults.
+func plCrashConfig(cfg *polllease.Config) {
+	cfg.HeartbeatTTL = polllease.DefaultHeartbeatTTL / plCrashScale
+	cfg.HeartbeatInterval = polllease.DefaultHeartbeatInterval / plCrashScale
+	cfg.ReconcileInterval = polllease.DefaultReconcileInterval / plCrashScale
+	cfg.MinHold = polllease.DefaultMinHold / plCrashScale
+}
+
+// plFailoverBound is the failover bound the package documents for cfg and
+// a Provider whose lease TTL is leaseTTL.
+func plFailoverBound(cfg polllease.Config, leaseTTL time.Duration) time.Duration {
+	return max(leaseTTL, cfg.HeartbeatTTL) + cfg.ReconcileInterval*6/5
+}
+
 // runPollChild is an instance in a process of its own, which the parent
 // kills with SIGKILL.
 func runPollChild(t *testing.T, spec string) {
@@ -337,34 +373,49 @@ func runPollChild(t *testing.T, spec string) {
 	addr, group, id := f[0], f[1], f[2]
 	n, _ := strconv.Atoi(f[3])
 	targets := plTargets(n)
-	p, _, closeP := plProvider(t, addr)
+	p, _, closeP := plProviderTTL(t, addr, plCrashTTL, plCrashRenew)
 	defer closeP()
-	c, err := polllease.New(plConfig(p, p, group, id,
+	cfg := plConfig(p, p, group, id,
 		func(context.Context) ([]string, error) { return targets, nil },
 		func(context.Context, string, uint64) error { return nil },
 		func(e polllease.Event) {
 			if e.Kind == polllease.EventAcquired {
 				fmt.Println("acquired", e.Target)
 			}
-		}))
+		})
+	plCrashConfig(&cfg)
+	c, err := polllease.New(cfg)
 	require.NoError(t, err)
 	_ = c.Run(context.Background()) // until killed
 }
 
-// TestPollLeaseRedisCrash kills an instance's process with SIGKILL: its
-// targets are polled again within a lease TTL plus a reconcile tick.
+// TestPollLeaseRedisCrash kills an instance's process with SIGKILL, with
+// polllease's defaults and the recommended lease TTL scaled down by
+// plCrashScale: its targets are polled again within the documented bound,
+// max(lease TTL, HeartbeatTTL) + 1.2 × ReconcileInterval, which the
+// defaults keep under 30 s.
 func TestPollLeaseRedisCrash(t *testing.T) {
 	if spec := os.Getenv(envPollChild); spec != "" {
 		runPollChild(t, spec)
 		return
 	}
+	defaults := polllease.Config{
+		HeartbeatTTL:      polllease.DefaultHeartbeatTTL,
+		ReconcileInterval: polllease.DefaultReconcileInterval,
+	}
+	require.Less(t, plFailoverBound(defaults, polllease.RecommendedLeaseTTL), 30*time.Second, "the defaults' bound")
 	const n = 60
 	f := newPlFleet(t, plRedisAddr(t), plTargets(n))
+	addr := f.addr
+	f.open = func(t testing.TB) (core.Provider, core.Membership, func()) {
+		p, _, closeP := plProviderTTL(t, addr, plCrashTTL, plCrashRenew)
+		return p, p, closeP
+	}
+	f.edit = plCrashConfig
 	for i := range 3 {
 		f.start(fmt.Sprintf("parent-%d", i))
 	}
 	self := startSelf(t, "^TestPollLeaseRedisCrash$", fmt.Sprintf("%s=%s %s child %d", envPollChild, f.addr, f.group, n))
-	cmd := self.cmd
 	var childOwns atomic.Int64
 	go func() {
 		for line := range self.lines {
@@ -373,7 +424,24 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 			}
 		}
 	}()
+	plWaitChildShare(t, f, n, &childOwns)
+	require.NoError(t, self.cmd.Process.Signal(syscall.SIGKILL))
+	took := plWaitFor(t, "the crashed instance's targets covered", plWait, f.covered)
 
+	var scaled polllease.Config
+	plCrashConfig(&scaled)
+	bound := plFailoverBound(scaled, plCrashTTL)
+	t.Logf("crash: targets polled again %v after SIGKILL (lease TTL %v, HeartbeatTTL %v, reconcile %v: bound %v; × %d: %v against %v)",
+		took.Round(time.Millisecond), plCrashTTL, scaled.HeartbeatTTL, scaled.ReconcileInterval, bound,
+		plCrashScale, (took * plCrashScale).Round(time.Second), bound*plCrashScale)
+	// The bound, and a second for the acquisitions and first polls of a
+	// loaded machine.
+	assert.LessOrEqual(t, took, bound+time.Second)
+}
+
+// plWaitChildShare waits until the child process holds the targets
+// assigned to it and the fleet every other target.
+func plWaitChildShare(t *testing.T, f *plFleet, n int, childOwns *atomic.Int64) {
 	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share", plWait, func() bool {
 		assign := polllease.Assign(plTargets(n), members, polllease.DefaultLoadFactor)
@@ -388,12 +456,6 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 		}
 		return childOwns.Load() > 0
 	})
-	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
-	took := plWaitFor(t, "the crashed instance's targets covered", plWait, f.covered)
-	t.Logf("crash: targets polled again %v after SIGKILL (TTL %v, reconcile %v)", took.Round(time.Millisecond), plTTL, plReconcile)
-	// The lease TTL, one jittered tick, and a second for the acquisitions
-	// and first polls of a loaded machine (3.2 s seen beside other tests).
-	assert.LessOrEqual(t, took, plTTL+plReconcile*6/5+time.Second)
 }
 
 // plStartRedis runs a redis-server of the test's own on a free loopback
