@@ -37,8 +37,9 @@ import (
 	"github.com/distlock/distlock/redislock"
 )
 
-// Demo timings: a production deployment keeps the defaults (30 s leases
-// renewed every 10 s, 10 s ticks).
+// Demo timings: a production deployment keeps polllease's defaults (5 s
+// ticks, 15 s heartbeats) and gives its Provider polllease.RecommendedLeaseTTL
+// (15 s leases), which fail over in about 21 s.
 const (
 	leaseTTL  = 3 * time.Second
 	beatTTL   = 3 * time.Second
