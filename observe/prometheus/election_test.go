@@ -75,9 +75,9 @@ func TestElectionsHandover(t *testing.T) {
 	t1 := a.waitPromoted(t)
 	b := runCandidate(t, dir, "b")
 	a.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`:                            1,
-		`distlock_election_term{election="leader"}`:                              float64(t1),
-		`distlock_election_transitions_total{election="leader",kind="promoted"}`: 1,
+		`distlock_election_leader{group="leader"}`:                            1,
+		`distlock_election_term{group="leader"}`:                              float64(t1),
+		`distlock_election_transitions_total{group="leader",kind="promoted"}`: 1,
 	})
 	if err := a.e.Resign(context.Background()); err != nil {
 		t.Fatal(err)
@@ -87,16 +87,16 @@ func TestElectionsHandover(t *testing.T) {
 		t.Fatalf("term %d after %d", t2, t1)
 	}
 	a.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`:                           0,
-		`distlock_election_term{election="leader"}`:                             float64(t1),
-		`distlock_election_transitions_total{election="leader",kind="demoted"}`: 1,
+		`distlock_election_leader{group="leader"}`:                           0,
+		`distlock_election_term{group="leader"}`:                             float64(t1),
+		`distlock_election_transitions_total{group="leader",kind="demoted"}`: 1,
 	})
 	b.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`: 1,
-		`distlock_election_term{election="leader"}`:   float64(t2),
+		`distlock_election_leader{group="leader"}`: 1,
+		`distlock_election_term{group="leader"}`:   float64(t2),
 	})
 	b.stop()
-	b.metrics.expect(t, map[string]float64{`distlock_election_leader{election="leader"}`: 0})
+	b.metrics.expect(t, map[string]float64{`distlock_election_leader{group="leader"}`: 0})
 }
 
 func TestPollLeaseEvents(t *testing.T) {
