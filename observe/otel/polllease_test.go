@@ -185,9 +185,9 @@ func TestPollLeaseFile(t *testing.T) {
 	s.expect(t, 0, "distlock.polllease.uncertain")
 	s.expect(t, 4, "distlock.polllease.lost")
 	s.expect(t, 1, "distlock.polllease.releases", reason(polllease.ReasonRemoved))
-	// The 3 targets were held at the stop, but for one a move had
-	// released and b not yet taken.
-	if stops := s.value(t, "distlock.polllease.releases", reason(polllease.ReasonStop)); stops < 2 || stops > 3 {
-		t.Errorf("%v leases released at the stop, want 2 or 3", stops)
+	// Each instance held at least one target when it stopped (b may take
+	// what a gave up before it stops too).
+	if stops := s.value(t, "distlock.polllease.releases", reason(polllease.ReasonStop)); stops < 2 {
+		t.Errorf("%v leases released at the stop, want at least 2", stops)
 	}
 }
