@@ -224,13 +224,14 @@ func dropSiblingSums(name string, r *repo) error {
 }
 
 // install runs go install path@version in the consumer (outside the
-// workspace, from the proxy) into a new GOBIN, then the installed command
-// with "version", whose output must start with its name and version.
+// workspace, from the proxy) into a new GOBIN, without -mod=mod as a user
+// runs it, then the installed command with "version", whose output must
+// start with its name and version.
 func (c *consumer) install(modPath, version string) error {
 	gobin := filepath.Join(c.dir, "bin")
 	cmd := exec.Command("go", "install", modPath+"@"+version)
 	cmd.Dir = c.dir
-	cmd.Env = append(c.env[:len(c.env):len(c.env)], "GOBIN="+gobin)
+	cmd.Env = append(c.env[:len(c.env):len(c.env)], "GOBIN="+gobin, "GOFLAGS=-modcacherw -trimpath")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go install %s@%s: %v\n%s", modPath, version, err, indent(out))
 	}
