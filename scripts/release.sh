@@ -5,7 +5,9 @@
 #
 # Sets every requirement of one distlock module by another, in every module
 # of go.work, to VERSION (the replace directives to the sibling directories
-# stay), then prints the tags to push: <module>/VERSION for each published
+# stay), and go.work's replacements of the siblings cmd/distlock requires
+# (it has no replace directive: go install refuses one), then prints the
+# tags to push: <module>/VERSION for each published
 # module. Every module of go.work is published except examples and tests
 # (tests/cmd/release, "unpublished"). It creates no tag and no commit.
 set -euo pipefail

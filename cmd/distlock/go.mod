@@ -33,15 +33,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-replace (
-	github.com/distlock/distlock => ../..
-	github.com/distlock/distlock/core => ../../core
-	github.com/distlock/distlock/election => ../../election
-	github.com/distlock/distlock/filelock => ../../filelock
-	github.com/distlock/distlock/mysqllock => ../../mysqllock
-	github.com/distlock/distlock/natslock => ../../natslock
-	github.com/distlock/distlock/pglock => ../../pglock
-	github.com/distlock/distlock/redislock => ../../redislock
-	github.com/distlock/distlock/redlock => ../../redlock
-)

@@ -25,6 +25,10 @@
 //	distlock.handoffs           counter: by distlock.via (local, server)
 //
 // Lock names are attributes of spans, not of metrics, unless
-// [WithLockNames] says so. [Elections] is the election.Metrics
-// counterpart.
+// [WithLockNames] says so.
+//
+// [Elections] is an election.Metrics (Config.Metrics): leader gauge, term,
+// transitions and failed campaigns, by distlock.group. [PollLease] takes
+// polllease Coordinators' events (Config.OnEvent): targets owned and
+// uncertain, releases by distlock.reason (moves are rebalance), losses.
 package otel

@@ -12,7 +12,7 @@ import (
 
 // Elections is an election.Metrics (Config.Metrics) that records this
 // process's candidates through OpenTelemetry, with the attribute
-// distlock.election (the election's lock name):
+// distlock.group (the election's group: the name of its lock):
 //
 //	distlock.election.leader             gauge: 1 while this candidate leads, else 0
 //	distlock.election.term               gauge: the term this candidate last won
@@ -49,7 +49,7 @@ func NewElections(opts ...Option) (*Elections, error) {
 	return &e, nil
 }
 
-func electionAttr(name string) attribute.KeyValue { return attribute.String("distlock.election", name) }
+func groupAttr(name string) attribute.KeyValue { return attribute.String("distlock.group", name) }
 
 // SetLeader implements election.Metrics.
 func (e *Elections) SetLeader(name string, leader bool) {
@@ -57,19 +57,19 @@ func (e *Elections) SetLeader(name string, leader bool) {
 	if leader {
 		v = 1
 	}
-	e.leader.Record(context.Background(), v, metric.WithAttributes(electionAttr(name)))
+	e.leader.Record(context.Background(), v, metric.WithAttributes(groupAttr(name)))
 }
 
 // Transition implements election.Metrics.
 func (e *Elections) Transition(name string, kind election.EventKind, term uint64) {
 	ctx := context.Background()
-	e.transitions.Add(ctx, 1, metric.WithAttributes(electionAttr(name), attribute.String("distlock.transition", kind.String())))
+	e.transitions.Add(ctx, 1, metric.WithAttributes(groupAttr(name), attribute.String("distlock.transition", kind.String())))
 	if kind == election.Promoted {
-		e.term.Record(ctx, int64(term), metric.WithAttributes(electionAttr(name)))
+		e.term.Record(ctx, int64(term), metric.WithAttributes(groupAttr(name)))
 	}
 }
 
 // CampaignFailed implements election.Metrics.
 func (e *Elections) CampaignFailed(name string, _ error) {
-	e.failures.Add(context.Background(), 1, metric.WithAttributes(electionAttr(name)))
+	e.failures.Add(context.Background(), 1, metric.WithAttributes(groupAttr(name)))
 }

@@ -6,6 +6,7 @@ require (
 	github.com/distlock/distlock/core v0.1.0
 	github.com/distlock/distlock/election v0.1.0
 	github.com/distlock/distlock/filelock v0.1.0
+	github.com/distlock/distlock/polllease v0.1.0
 	go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/metric v1.44.0
 	go.opentelemetry.io/otel/sdk v1.44.0
@@ -28,3 +29,5 @@ replace github.com/distlock/distlock/core => ../../core
 replace github.com/distlock/distlock/election => ../../election
 
 replace github.com/distlock/distlock/filelock => ../../filelock
+
+replace github.com/distlock/distlock/polllease => ../../polllease

@@ -200,7 +200,7 @@ func TestElections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leader := attribute.String("distlock.election", "leader")
+	leader := attribute.String("distlock.group", "leader")
 	m.SetLeader("leader", true)
 	m.Transition("leader", election.Promoted, 7)
 	s.expect(t, 1, "distlock.election.leader", leader)

@@ -8,12 +8,13 @@ import (
 
 // Elections is an election.Metrics (Config.Metrics) that keeps the
 // metrics of this process's candidates, and the prometheus.Collector that
-// exports them, labelled by election (the election's lock name):
+// exports them, labelled by group (the election's group: the name of its
+// lock):
 //
-//	distlock_election_leader{election}               1 while this candidate leads, else 0
-//	distlock_election_term{election}                 the term this candidate last won (its fencing token)
-//	distlock_election_transitions_total{election,kind} promotions and demotions
-//	distlock_election_campaign_failures_total{election} campaigns that ended with an error
+//	distlock_election_leader{group}                   1 while this candidate leads, else 0
+//	distlock_election_term{group}                     the term this candidate last won (its fencing token)
+//	distlock_election_transitions_total{group,kind}   promotions and demotions
+//	distlock_election_campaign_failures_total{group}  campaigns that ended with an error
 //
 // A candidate's series appear at its first promotion or failed campaign.
 // One Elections serves every election of a process (a RoleManager's
@@ -33,19 +34,19 @@ func NewElections() *Elections {
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "distlock_election_leader",
 			Help: "1 while this candidate leads the election, else 0.",
-		}, []string{"election"}),
+		}, []string{"group"}),
 		term: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "distlock_election_term",
 			Help: "The term this candidate last won: the lock's fencing token.",
-		}, []string{"election"}),
+		}, []string{"group"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "distlock_election_transitions_total",
 			Help: "Leadership changes of this candidate, by kind: promoted, demoted.",
-		}, []string{"election", "kind"}),
+		}, []string{"group", "kind"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "distlock_election_campaign_failures_total",
 			Help: "Campaigns that ended with an error (the store unreachable, the health check failing).",
-		}, []string{"election"}),
+		}, []string{"group"}),
 	}
 }
 

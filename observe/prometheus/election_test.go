@@ -2,7 +2,6 @@ package prometheus_test
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/distlock/distlock/election"
 	"github.com/distlock/distlock/filelock"
 	distprom "github.com/distlock/distlock/observe/prometheus"
-	"github.com/distlock/distlock/polllease"
 )
 
 // candidate is one process of an election on the file backend: its own
@@ -75,9 +73,9 @@ func TestElectionsHandover(t *testing.T) {
 	t1 := a.waitPromoted(t)
 	b := runCandidate(t, dir, "b")
 	a.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`:                            1,
-		`distlock_election_term{election="leader"}`:                              float64(t1),
-		`distlock_election_transitions_total{election="leader",kind="promoted"}`: 1,
+		`distlock_election_leader{group="leader"}`:                            1,
+		`distlock_election_term{group="leader"}`:                              float64(t1),
+		`distlock_election_transitions_total{group="leader",kind="promoted"}`: 1,
 	})
 	if err := a.e.Resign(context.Background()); err != nil {
 		t.Fatal(err)
@@ -87,44 +85,14 @@ func TestElectionsHandover(t *testing.T) {
 		t.Fatalf("term %d after %d", t2, t1)
 	}
 	a.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`:                           0,
-		`distlock_election_term{election="leader"}`:                             float64(t1),
-		`distlock_election_transitions_total{election="leader",kind="demoted"}`: 1,
+		`distlock_election_leader{group="leader"}`:                           0,
+		`distlock_election_term{group="leader"}`:                             float64(t1),
+		`distlock_election_transitions_total{group="leader",kind="demoted"}`: 1,
 	})
 	b.metrics.expect(t, map[string]float64{
-		`distlock_election_leader{election="leader"}`: 1,
-		`distlock_election_term{election="leader"}`:   float64(t2),
+		`distlock_election_leader{group="leader"}`: 1,
+		`distlock_election_term{group="leader"}`:   float64(t2),
 	})
 	b.stop()
-	b.metrics.expect(t, map[string]float64{`distlock_election_leader{election="leader"}`: 0})
-}
-
-func TestPollLeaseEvents(t *testing.T) {
-	m := distprom.NewPollLease()
-	e := serve(t, m)
-	ev := func(kind polllease.EventKind, target string, reason polllease.Reason) {
-		m.OnEvent(polllease.Event{Kind: kind, Target: target, Reason: reason})
-	}
-	want := func(owned, uncertain float64) {
-		t.Helper()
-		e.expect(t, map[string]float64{
-			"distlock_polllease_owned{}":     owned,
-			"distlock_polllease_uncertain{}": uncertain,
-		})
-	}
-	ev(polllease.EventAcquired, "t1", "")
-	ev(polllease.EventAcquired, "t2", "")
-	ev(polllease.EventUncertain, "t1", "")
-	want(2, 1)
-	ev(polllease.EventResumed, "t1", "")
-	ev(polllease.EventUncertain, "t2", "")
-	ev(polllease.EventUncertain, "t3", "") // not held: not counted
-	want(2, 1)
-	ev(polllease.EventReleased, "t1", polllease.ReasonRebalance)
-	ev(polllease.EventLost, "t2", "")
-	want(0, 0)
-	e.expect(t, map[string]float64{
-		fmt.Sprintf("distlock_polllease_releases_total{reason=%q}", polllease.ReasonRebalance): 1,
-		"distlock_polllease_lost_total{}": 1,
-	})
+	b.metrics.expect(t, map[string]float64{`distlock_election_leader{group="leader"}`: 0})
 }

@@ -70,10 +70,15 @@ func releaseVersion(r *repo) (string, error) {
 // checkSiblings reports a requirement of a module that is not in go.work or
 // not published (a user could not get it), and one without a replace
 // directive to the sibling's directory (without it, work inside the
-// repository would build the published version instead of the working tree).
+// repository would build the published version instead of the working
+// tree). A command module is the exception: go.work replaces its siblings
+// instead (see isCommand), and checkCommand checks that.
 func checkSiblings(r *repo) error {
 	var errs []error
 	for _, m := range r.Modules {
+		if isCommand(m.Dir) {
+			errs = append(errs, checkCommand(r, m))
+		}
 		for _, req := range r.siblingRequires(m) {
 			dep := r.byPath(req.Mod.Path)
 			switch {
@@ -83,8 +88,7 @@ func checkSiblings(r *repo) error {
 			case m.Published && !dep.Published:
 				errs = append(errs, fmt.Errorf("%s requires %s, which is never published", m.Dir, dep.Dir))
 			}
-			want := relDir(m.Dir, dep.Dir)
-			if !hasReplace(m, req.Mod.Path, want) {
+			if want := relDir(m.Dir, dep.Dir); !isCommand(m.Dir) && !hasReplace(m, req.Mod.Path, want) {
 				errs = append(errs, fmt.Errorf("%s/go.mod: want replace %s => %s", m.Dir, req.Mod.Path, want))
 			}
 		}
@@ -120,7 +124,7 @@ func checkOneVersion(r *repo) error {
 	users := map[string]map[string][]string{} // path -> version -> module dirs
 	for _, m := range r.Modules {
 		for _, req := range m.File.Require {
-			if strings.HasPrefix(req.Mod.Path, r.Prefix) {
+			if r.ours(req.Mod.Path) {
 				continue // releaseVersion's business
 			}
 			if users[req.Mod.Path] == nil {
@@ -167,11 +171,16 @@ func checkChangelog(root, version string) error {
 	return nil
 }
 
-// checkTidy runs go mod tidy -diff in each module, outside the workspace as
-// a user's build sees it, and reports the modules it would change.
+// checkTidy runs go mod tidy -diff in each module but the commands, outside
+// the workspace as a user's build sees it, and reports the modules it would
+// change. A command needs its siblings at the release version, which only
+// the packed proxy has: checkCommandTidy checks it there.
 func checkTidy(r *repo) error {
 	var errs []error
 	for _, m := range r.Modules {
+		if isCommand(m.Dir) {
+			continue
+		}
 		cmd := exec.Command("go", "mod", "tidy", "-diff")
 		cmd.Dir = filepath.Join(r.Root, filepath.FromSlash(m.Dir))
 		cmd.Env = goEnv(map[string]string{"GOWORK": "off"})

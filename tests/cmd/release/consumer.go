@@ -104,23 +104,7 @@ func fallbackProxies() ([]string, error) {
 // cache, must be new to this run, so that no earlier run's copy of one of
 // our modules stands in for the one just packed.
 func newConsumer(dir, proxyDir, modcache, prefix string, fallback []string) (*consumer, error) {
-	chain := append([]string{fileURL(proxyDir)}, fallback...)
-	mod := strings.TrimSuffix(prefix, "/")
-	c := &consumer{
-		dir: dir,
-		env: goEnv(map[string]string{
-			"GOWORK":              "off",
-			"GOFLAGS":             "-mod=mod -modcacherw -trimpath", // -trimpath: the build cache serves every run, whatever its GOMODCACHE
-			"GOPROXY":             strings.Join(chain, ","),
-			"GONOSUMDB":           mod,          // the packed zips are not the published ones: no checksum database vouches for them
-			"GOPRIVATE":           "",           // a private path would skip the proxy
-			"GONOPROXY":           "",           // likewise
-			"GOVCS":               mod + ":off", // never fetch ours from their repository
-			"GOMODCACHE":          modcache,
-			"GOTOOLCHAIN":         "local",
-			"GIT_TERMINAL_PROMPT": "0",
-		}),
-	}
+	c := &consumer{dir: dir, env: consumerEnv(proxyDir, modcache, prefix, fallback)}
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -128,6 +112,26 @@ func newConsumer(dir, proxyDir, modcache, prefix string, fallback []string) (*co
 		return nil, err
 	}
 	return c, nil
+}
+
+// consumerEnv is the environment of the go command outside the workspace
+// that finds our modules in proxyDir, then the others in the proxies of
+// fallback, with the module cache modcache.
+func consumerEnv(proxyDir, modcache, prefix string, fallback []string) []string {
+	chain := append([]string{fileURL(proxyDir)}, fallback...)
+	mod := strings.TrimSuffix(prefix, "/")
+	return goEnv(map[string]string{
+		"GOWORK":              "off",
+		"GOFLAGS":             "-mod=mod -modcacherw -trimpath", // -trimpath: the build cache serves every run, whatever its GOMODCACHE
+		"GOPROXY":             strings.Join(chain, ","),
+		"GONOSUMDB":           mod,          // the packed zips are not the published ones: no checksum database vouches for them
+		"GOPRIVATE":           "",           // a private path would skip the proxy
+		"GONOPROXY":           "",           // likewise
+		"GOVCS":               mod + ":off", // never fetch ours from their repository
+		"GOMODCACHE":          modcache,
+		"GOTOOLCHAIN":         "local",
+		"GIT_TERMINAL_PROMPT": "0",
+	})
 }
 
 func fileURL(dir string) string { return "file://" + filepath.ToSlash(dir) }
@@ -168,7 +172,8 @@ func (c *consumer) versions() (map[string]string, error) {
 }
 
 // checkBuildList reports a module of the consumer's build list, with path
-// prefix, at another version than version.
+// prefix (or the module at the repository root, prefix without its slash),
+// at another version than version.
 func (c *consumer) checkBuildList(prefix, version string) error {
 	vs, err := c.versions()
 	if err != nil {
@@ -176,7 +181,7 @@ func (c *consumer) checkBuildList(prefix, version string) error {
 	}
 	var errs []error
 	for _, p := range sortedKeys(vs) {
-		if strings.HasPrefix(p, prefix) && vs[p] != version {
+		if ours(prefix, p) && vs[p] != version {
 			errs = append(errs, fmt.Errorf("%s is at %s", p, vs[p]))
 		}
 	}

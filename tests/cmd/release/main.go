@@ -3,33 +3,47 @@
 //
 //	go run ./tests/cmd/release bump VERSION
 //	go run ./tests/cmd/release check [-keep]
+//	go run ./tests/cmd/release tidy
 //
 // The modules require each other at the release version (v0.1.0, not a
 // pseudo-version), and each keeps a replace directive to its siblings'
 // directories for work inside the repository; the go command ignores the
 // replace directives of a dependency, so users get the siblings at that
-// version from the module proxy. Every module of go.work but examples and
-// tests is published, each tagged <dir>/VERSION (core/v0.1.0; the root
-// module VERSION alone).
+// version from the module proxy. The commands (modules under cmd/) are the
+// exception: go install refuses a module with a replace directive, so
+// go.work replaces their siblings instead (see isCommand). Every module of
+// go.work but examples and tests is published, each tagged <dir>/VERSION
+// (core/v0.1.0; the root module VERSION alone).
 //
-// bump sets every sibling requirement, in every module of go.work, to
-// VERSION and prints the tags to push.
+// bump sets every sibling requirement, in every module of go.work, and
+// go.work's replacements of the siblings to VERSION, and prints the tags
+// to push.
+//
+// tidy runs go mod tidy in the commands, outside the workspace, against
+// the published modules packed into a throwaway proxy, and keeps the
+// siblings' sums out of their go.sum.
 //
 // check fails unless all of this holds:
 //   - every sibling requirement names one release version, the one in the
 //     repository, and CHANGELOG.md has a "## [VERSION]" heading;
 //   - each sibling required is a module of go.work, a published one when
 //     a published module requires it, with a replace directive to its
+//     directory; a command has no replace directive, and go.work replaces
+//     each sibling it requires, at the version required, with its
 //     directory;
 //   - a dependency two modules require is required at one version;
-//   - go mod tidy -diff is clean in every module;
+//   - go mod tidy -diff is clean in every module, in a command but for the
+//     siblings' sums (against the packed modules below);
 //   - the published modules, packed at that version into a throwaway
 //     file:// module proxy, can each be fetched with go get by a new module
 //     outside the workspace, whose build list then has every distlock
 //     module at that version; there a program per backend, election and
 //     polllease (programs/) builds, runs if it needs no server, and has in
 //     its build its own backend's driver and none of another backend's
-//     drivers or of the test-only modules.
+//     drivers or of the test-only modules;
+//   - go install <command>@VERSION succeeds there (GOWORK=off) into a new
+//     GOBIN, and the installed "<command> version" prints its name and
+//     VERSION.
 //
 // It prints one line per check and ends with "release-check: N passed, N
 // failed". -keep keeps the throwaway proxy and consumer modules and prints
@@ -43,6 +57,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -50,7 +65,7 @@ import (
 
 func main() {
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: release bump VERSION | release check [-keep]")
+		fmt.Fprintln(os.Stderr, "usage: release bump VERSION | release check [-keep] | release tidy")
 	}
 	flag.Parse()
 	root, err := findRoot()
@@ -62,6 +77,8 @@ func main() {
 	switch {
 	case len(args) == 2 && args[0] == "bump":
 		err = bump(root, modulePrefix, args[1], os.Stdout)
+	case len(args) == 1 && args[0] == "tidy":
+		err = tidy(root, os.Stdout)
 	case len(args) >= 1 && args[0] == "check":
 		fs := flag.NewFlagSet("check", flag.ExitOnError)
 		keep := fs.Bool("keep", false, "keep the throwaway proxy and consumer modules")
@@ -97,8 +114,9 @@ func findRoot() (string, error) {
 }
 
 // bump sets every sibling requirement in every module of the repository at
-// root (module paths prefix + directory) to version, with go mod edit, and prints the tags of the published
-// modules.
+// root (module paths prefix + directory), and go.work's replacements of the
+// siblings, to version (go mod edit; go.work rewritten in place), and prints the
+// tags of the published modules.
 func bump(root, prefix, version string, w io.Writer) error {
 	if err := checkVersion(version); err != nil {
 		return err
@@ -120,6 +138,9 @@ func bump(root, prefix, version string, w io.Writer) error {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("%s: go mod edit: %v\n%s", m.Dir, err, out)
 		}
+	}
+	if err := bumpWork(r, version); err != nil {
+		return err
 	}
 	fmt.Fprintf(w, "Every sibling requirement is now %s. Next: a \"## [%s]\" section in CHANGELOG.md,\n", version, version)
 	fmt.Fprintln(w, "make release-check, a commit, and on that commit one tag per published module:")
@@ -182,12 +203,12 @@ func check(root string, keep bool, w io.Writer) error {
 	fmt.Fprintf(w, "==> release-check: published %s\n", strings.Join(names, " "))
 	version, err := releaseVersion(r)
 	rep.check("sibling requirements name one release version: "+version, err)
-	rep.check("sibling requirements are published modules with a replace to their directory", checkSiblings(r))
+	rep.check("sibling requirements are published modules with a replace to their directory (a command's in go.work)", checkSiblings(r))
 	rep.check("a dependency of several modules is required at one version", checkOneVersion(r))
 	if version != "" {
 		rep.check("CHANGELOG.md has a section for "+version, checkChangelog(root, version))
 	}
-	rep.check("go mod tidy -diff is clean in every module", checkTidy(r))
+	rep.check("go mod tidy -diff is clean in every module but the commands", checkTidy(r))
 	if version != "" {
 		if err := checkPublished(r, version, keep, rep); err != nil {
 			return err
@@ -223,8 +244,13 @@ func checkPublished(r *repo, version string, keep bool, rep *report) error {
 	if err != nil {
 		return err
 	}
+	modcache := filepath.Join(work, "modcache")
+	for _, m := range r.commands() {
+		rep.check(m.Dir+": go mod tidy -diff against the packed modules adds only their sums",
+			checkCommandTidy(r, m, proxyDir, modcache, fallback))
+	}
 	for _, m := range r.published() {
-		c, err := newConsumer(filepath.Join(work, "consumer", m.Dir), proxyDir, filepath.Join(work, "modcache"), r.Prefix, fallback)
+		c, err := newConsumer(filepath.Join(work, "consumer", m.Dir), proxyDir, modcache, r.Prefix, fallback)
 		if err != nil {
 			return err
 		}
@@ -234,6 +260,10 @@ func checkPublished(r *repo, version string, keep bool, rep *report) error {
 			continue
 		}
 		rep.check(m.Dir+": the build list has every distlock module at "+version, c.checkBuildList(r.Prefix, version))
+		if isCommand(m.Dir) {
+			rep.check(fmt.Sprintf("go install %s@%s with GOWORK=off, and %s version", m.Path, version, path.Base(m.Path)),
+				c.install(m.Path, version))
+		}
 		for _, p := range programs {
 			if p.name == m.Dir {
 				checkProgram(rep, c, p, r)

@@ -31,6 +31,7 @@ type repo struct {
 	Root    string // absolute
 	Prefix  string // modulePrefix, or another one in tests
 	Modules []*repoModule
+	Work    *modfile.WorkFile
 }
 
 // loadRepo reads root/go.work and the go.mod of each module it uses.
@@ -44,7 +45,7 @@ func loadRepo(root, prefix string) (*repo, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &repo{Root: root, Prefix: prefix}
+	r := &repo{Root: root, Prefix: prefix, Work: work}
 	for _, use := range work.Use {
 		dir := strings.TrimPrefix(filepath.ToSlash(filepath.Clean(use.Path)), "./")
 		m, err := loadModule(root, dir)
@@ -97,12 +98,21 @@ func (r *repo) published() []*repoModule {
 	return ms
 }
 
+// ours reports whether modPath is the path of a module of the repository
+// with that prefix: the prefix without its slash (the module at the
+// repository root) or a path under it.
+func ours(prefix, modPath string) bool {
+	return modPath == strings.TrimSuffix(prefix, "/") || strings.HasPrefix(modPath, prefix)
+}
+
+func (r *repo) ours(modPath string) bool { return ours(r.Prefix, modPath) }
+
 // siblingRequires returns m's requirements of modules of the repository
 // (by path prefix, so a typo in a sibling's name is caught as well).
 func (r *repo) siblingRequires(m *repoModule) []*modfile.Require {
 	var reqs []*modfile.Require
 	for _, req := range m.File.Require {
-		if strings.HasPrefix(req.Mod.Path, r.Prefix) {
+		if r.ours(req.Mod.Path) {
 			reqs = append(reqs, req)
 		}
 	}
