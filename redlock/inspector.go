@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -48,25 +47,18 @@ func (l *locker) holder(ctx context.Context) (core.Holder, bool, error) {
 		owner   string
 		counter uint64
 	}
-	replies := each(p, ctx, func(ctx context.Context, s server) (grant, error) {
+	grants, err := majority(p, ctx, "holder", l.lock.Name, func(ctx context.Context, s server) (grant, error) {
 		owner, counter, err := s.client.GrantOf(ctx, l.lock)
 		return grant{owner, counter}, err
 	})
-	counters := map[string][]uint64{} // by owner
-	var errs []error
-	for range p.servers {
-		r := <-replies
-		if r.err != nil {
-			errs = append(errs, r.err)
-			continue
-		}
-		if r.v.owner != "" {
-			counters[r.v.owner] = append(counters[r.v.owner], r.v.counter)
-		}
+	if err != nil {
+		return core.Holder{}, false, err
 	}
-	if len(errs) > len(p.servers)-p.quorum {
-		return core.Holder{}, false, kit.Wrap(backend, "holder", l.lock.Name,
-			fmt.Errorf("%d of %d servers answered, %d needed: %w", len(p.servers)-len(errs), len(p.servers), p.quorum, errors.Join(errs...)))
+	counters := map[string][]uint64{} // by owner
+	for _, g := range grants {
+		if g.owner != "" {
+			counters[g.owner] = append(counters[g.owner], g.counter)
+		}
 	}
 	for owner, cs := range counters {
 		if len(cs) >= p.quorum {

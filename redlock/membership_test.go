@@ -151,7 +151,7 @@ type lockKeys struct{ lock, counter string }
 
 // grantKeys waits for h's grant to reach every server and returns its lock
 // key and its name's counter key.
-func grantKeys(t *testing.T, clients []redis.UniversalClient, h core.Handle) lockKeys {
+func grantKeys(t testing.TB, clients []redis.UniversalClient, h core.Handle) lockKeys {
 	t.Helper()
 	c, err := redisop.NewClient(clients[0], redlock.DefaultPrefix)
 	require.NoError(t, err)

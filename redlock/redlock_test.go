@@ -43,18 +43,7 @@ func uniqueName(t testing.TB) string {
 // the majority whole again.
 func breakGrant(clients []redis.UniversalClient) func(t testing.TB, h core.Handle) {
 	return func(t testing.TB, h core.Handle) {
-		g := redlock.GrantOf(h)
-		c, err := redisop.NewClient(clients[0], redlock.DefaultPrefix)
-		require.NoError(t, err)
-		key := c.Key(g.Lock)
-		require.Eventually(t, func() bool {
-			for _, rdb := range clients {
-				if rdb.Exists(context.Background(), key).Val() != 1 {
-					return false
-				}
-			}
-			return true
-		}, 5*time.Second, time.Millisecond, "the grant did not reach every server")
+		key := grantKeys(t, clients, h).lock
 		for _, rdb := range clients[:len(clients)/2+1] {
 			require.NoError(t, rdb.Del(context.Background(), key).Err())
 		}
