@@ -27,7 +27,7 @@ func (e *Election) log(ev Event) {
 	if !e.cfg.Logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("election", ev.Election), slog.String("id", ev.ID)}
+	attrs := []slog.Attr{slog.String("group", ev.Election), slog.String("id", ev.ID)}
 	if ev.Term != 0 {
 		attrs = append(attrs, slog.Uint64("term", ev.Term))
 	}

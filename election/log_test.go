@@ -33,10 +33,10 @@ func TestLogger(t *testing.T) {
 	require.NoError(t, c.e.Resign(context.Background()))
 	c.next(election.Demoted)
 	for _, want := range []string{
-		fmt.Sprintf(`level=WARN msg="distlock: election campaign failed" election=%s id=a err=`, m.name),
-		fmt.Sprintf(`level=INFO msg="distlock: election won" election=%s id=a term=%d leader=a`, m.name, term),
-		fmt.Sprintf(`level=INFO msg="distlock: election leader changed" election=%s id=a leader=a`, m.name),
-		fmt.Sprintf(`level=INFO msg="distlock: election term ended" election=%s id=a term=%d err="election: resigned"`, m.name, term),
+		fmt.Sprintf(`level=WARN msg="distlock: election campaign failed" group=%s id=a err=`, m.name),
+		fmt.Sprintf(`level=INFO msg="distlock: election won" group=%s id=a term=%d leader=a`, m.name, term),
+		fmt.Sprintf(`level=INFO msg="distlock: election leader changed" group=%s id=a leader=a`, m.name),
+		fmt.Sprintf(`level=INFO msg="distlock: election term ended" group=%s id=a term=%d err="election: resigned"`, m.name, term),
 	} {
 		if !strings.Contains(logged.String(), want) {
 			t.Errorf("no line with %s", want)
