@@ -29,10 +29,11 @@ type replicaAck struct {
 // (withCounter), so they increase across a failover whatever the promoted
 // replica's clock says; every Client of a name must then use replica
 // acknowledgment, or its grants do not raise the counter. n must be at
-// least 1 and timeout positive (core.ErrInvalidArgument otherwise). It needs a client bound to one
-// master (a *redis.Client, including Sentinel's failover client), not a
-// Cluster client, whose pipeline may split the grant from its WAIT, and a
-// timeout shorter than the client's read timeout.
+// least 1 and timeout positive (core.ErrInvalidArgument otherwise). It
+// needs a client bound to one master (a *redis.Client, including
+// Sentinel's failover client), not a Cluster client, whose pipeline may
+// split the grant from its WAIT, and a timeout shorter than the client's
+// read timeout.
 func (c *Client) WithReplicaAck(n int, timeout time.Duration) (*Client, error) {
 	switch {
 	case n < 1:
