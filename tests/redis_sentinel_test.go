@@ -19,7 +19,8 @@ import (
 // The tests below run redislock through a real failover: a master, its
 // replica and three Sentinels (launch.Sentinel), clients made with
 // redis.NewFailoverClient, the master killed with SIGKILL and the replica
-// promoted by the Sentinels' vote.
+// promoted by the Sentinels' vote. They run in parallel with each other,
+// each on a deployment of its own.
 
 // stTTL is the lease of the Sentinel tests: well above a failover (about
 // 2.5 s: a second to call the master down, then the vote and the
@@ -98,6 +99,7 @@ func mutexKey(name, suffix string) string {
 // first's next renewal finds the grant gone: its renewal interval is long
 // here, so that the overlap is certain to be seen).
 func TestSentinelFailoverHazard(t *testing.T) {
+	t.Parallel() // each has its own deployment, and waits on Sentinel's timers most of the time
 	ctx := context.Background()
 	s, master, replica := stStart(t)
 	p1 := stProvider(t, s, redislock.WithTTL(60*time.Second), redislock.WithRenewInterval(20*time.Second))
@@ -121,6 +123,7 @@ func TestSentinelFailoverHazard(t *testing.T) {
 // while the replica's link is cut is given back and reported, so no
 // client holds a handle to a grant the promoted replica lacks.
 func TestSentinelReplicaAckCut(t *testing.T) {
+	t.Parallel() // each has its own deployment, and waits on Sentinel's timers most of the time
 	ctx := context.Background()
 	s, master, replica := stStart(t)
 	p1 := stProvider(t, s, stAck())
@@ -153,6 +156,7 @@ func TestSentinelReplicaAckCut(t *testing.T) {
 // replica clock cannot be had directly), and the floor that keeps the next
 // token above them is the name's counter, acknowledged with the grant.
 func TestSentinelReplicaAckFailover(t *testing.T) {
+	t.Parallel() // each has its own deployment, and waits on Sentinel's timers most of the time
 	ctx := context.Background()
 	s, master, replica := stStart(t)
 	renewed := make(renewals, 1)
@@ -191,6 +195,7 @@ func TestSentinelReplicaAckFailover(t *testing.T) {
 // refused connections meanwhile) and gets the lock when the holder
 // releases it on the new master, with a larger token.
 func TestSentinelWaiterRidesFailover(t *testing.T) {
+	t.Parallel() // each has its own deployment, and waits on Sentinel's timers most of the time
 	ctx := context.Background()
 	s, master, replica := stStart(t)
 	h1, err := stProvider(t, s, stAck()).Mutex("m").TryAcquire(ctx)
