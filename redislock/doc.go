@@ -115,7 +115,10 @@
 //     the grant's connection), so the promoted replica has it as long as
 //     Sentinel promotes one of the replicas that acknowledged (n = the
 //     number of replicas, or a majority of them with min-replicas settings).
-//     With WithReplicaAck, fencing tokens also increase across a failover
+//     No grant is made while fewer than n replicas are connected: with one
+//     replica, none from the failover until a server is back as the new
+//     master's replica (waiters keep waiting), so run n + 1 replicas to go
+//     on granting through a failover. With WithReplicaAck, fencing tokens also increase across a failover
 //     whatever the promoted replica's clock says: each grant raises the
 //     name's durable counter in the write the replicas acknowledge, and
 //     the next token is above it (every Provider of a name must use the
