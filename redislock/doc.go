@@ -36,7 +36,11 @@
 // tokens keep increasing after the name was idle, after its keys expired,
 // after a FLUSHALL or a restart of a server without persistence, as long as
 // the server's clock does not step back further than the time between two
-// grants of the name.
+// grants of the name. Under WithReplicaAck every token is also kept above
+// the name's durable counter (a key that never expires, one per name),
+// which each grant's script raises in the write that the replicas
+// acknowledge: a replica promoted by a failover then draws tokens above
+// every acknowledged one, however far its clock is behind.
 //
 // # Leases, renewal and loss
 //
@@ -111,10 +115,17 @@
 //     the grant's connection), so the promoted replica has it as long as
 //     Sentinel promotes one of the replicas that acknowledged (n = the
 //     number of replicas, or a majority of them with min-replicas settings).
-//     The fencing token comes from the server's clock, so across a failover
-//     it increases as long as the promoted replica's clock is not behind the
-//     old master's by more than the time between the two grants: keep the
-//     servers' clocks synchronized (NTP). A waiting Acquire rides through
+//     No grant is made while fewer than n replicas are connected: with one
+//     replica, none from the failover until a server is back as the new
+//     master's replica (waiters keep waiting), so run n + 1 replicas to go
+//     on granting through a failover. With WithReplicaAck, fencing tokens also increase across a failover
+//     whatever the promoted replica's clock says: each grant raises the
+//     name's durable counter in the write the replicas acknowledge, and
+//     the next token is above it (every Provider of a name must use the
+//     option, since only its scripts raise the counter). Without it the
+//     token comes from the server's clock alone and increases only while
+//     the promoted replica's clock is not behind the old master's by more
+//     than the time between the two grants. A waiting Acquire rides through
 //     the failover (connection errors, READONLY, LOADING are retried on the
 //     busy-lock backoff within the caller's context); a holder whose renewals
 //     fail for longer than its trust window loses its handle. Set the TTL

@@ -114,7 +114,11 @@ func WithLocalHandoff(max int, span time.Duration) Option {
 // acknowledged it, so that a replica promoted by a failover (Sentinel) has
 // it. A grant not acknowledged in time is given back and reported as an
 // error matching core.ErrNotAcquired (a waiting Acquire goes on waiting).
-// It costs no extra round trip, only the replicas' acknowledgment time,
+// Fencing tokens are then also kept above the name's durable counter,
+// raised by each grant and acknowledged with it, so they increase across a
+// failover whatever the promoted replica's clock says; the counter is one
+// key per name that never expires, and every Provider of a name must use
+// the option for it to be raised. It costs no extra round trip, only the replicas' acknowledgment time,
 // except for a handoff by the server, which is confirmed with one extra
 // round trip. Default off. New fails with an error matching
 // core.ErrInvalidArgument when n < 1, timeout is not positive or not

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,4 +106,107 @@ func TestRedisFailoverWithoutReplicaAck(t *testing.T) {
 	require.NoError(t, err, "the promoted replica had the grant: the test no longer shows the hazard")
 	assert.NoError(t, h1.Context().Err(), "two live handles at once")
 	require.NoError(t, h2.Release(ctx))
+}
+
+// TestRedisReplicaAckCounterFloor: under replica acknowledgment every way
+// a token is drawn (a free mutex, a handoff by the server's release, a
+// local handoff, the write and read sides, a semaphore) draws it above the
+// name's counter and raises the counter to it, and the replica has the
+// counter once the grant is acknowledged. The counter starts a minute
+// ahead of the clock here, as the tokens of a master whose clock ran a
+// minute ahead of its replica's would leave it.
+func TestRedisReplicaAckCounterFloor(t *testing.T) {
+	ctx := context.Background()
+	master, _, mc, rc := foPair(t)
+	ack := redislock.WithReplicaAck(1, time.Second)
+	seen := make(handoffs, 8)
+	p1, p2 := foProvider(t, mc, ack), foProvider(t, mc, ack, redislock.WithObserver(seen))
+	last := uint64(time.Now().Add(time.Minute).UnixMicro())
+	require.NoError(t, mc.Set(ctx, mutexKey("n", "counter"), strconv.FormatUint(last, 10), 0).Err())
+	above := func(what string, h core.Handle) {
+		t.Helper()
+		assert.Greater(t, h.FencingToken(), last, "%s: token not above the counter", what)
+		last = max(last, h.FencingToken())
+		counter, err := rc.Get(ctx, mutexKey("n", "counter")).Uint64()
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, counter, h.FencingToken(), "%s: the replica's counter is below the acknowledged token", what)
+	}
+	acquire := func(what string, l core.Locker) core.Handle {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		h, err := l.Acquire(wctx)
+		require.NoError(t, err, what)
+		above(what, h)
+		return h
+	}
+	// Handoffs: a waiter of another Provider, then one of the holder's.
+	h := acquire("free mutex", p1.Mutex("n"))
+	handed := make(chan core.Handle, 2)
+	go func() { h, _ := p2.Mutex("n").Acquire(ctx); handed <- h }()
+	require.Eventually(t, func() bool { return mc.ZCard(ctx, mutexKey("n", "mutex:q")).Val() == 1 },
+		10*time.Second, 5*time.Millisecond, "the waiter did not queue")
+	require.NoError(t, h.Release(ctx))
+	h = <-handed
+	require.NotNil(t, h, "the server's handoff failed")
+	above("handoff by the server", h)
+	seen.drain()
+	go func() { h, _ := p2.Mutex("n").Acquire(ctx); handed <- h }()
+	seen.await(t, core.EventWait) // in p2's line, behind h, or about to be
+	require.NoError(t, h.Release(ctx))
+	h = <-handed
+	require.NotNil(t, h, "the local handoff failed")
+	above("handoff within the Provider", h)
+	t.Logf("the second grant was handed over by %q", seen.await(t, core.EventAcquire).Handoff)
+	require.NoError(t, h.Release(ctx))
+
+	for _, l := range []struct {
+		what string
+		l    core.Locker
+	}{{"write side", p1.RWMutex("n")}, {"read side", p1.RWMutex("n").RLocker()}, {"semaphore", p1.Semaphore("n", 2)}} {
+		require.NoError(t, acquire(l.what, l.l).Release(ctx))
+	}
+
+	failover(t, master, rc)
+	counter, err := rc.Get(ctx, mutexKey("n", "counter")).Uint64()
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, counter, last, "the promoted replica's counter is below the last token")
+}
+
+// handoffs hears a Provider's wait and acquire events.
+type handoffs chan core.Event
+
+func (h handoffs) Observe(_ context.Context, e core.Event) {
+	if e.Kind == core.EventWait || e.Kind == core.EventAcquire {
+		select {
+		case h <- e:
+		default: // never block the Provider
+		}
+	}
+}
+
+func (h handoffs) drain() {
+	for {
+		select {
+		case <-h:
+		default:
+			return
+		}
+	}
+}
+
+// await returns the next event of kind k.
+func (h handoffs) await(t *testing.T, k core.EventKind) core.Event {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-h:
+			if e.Kind == k {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no event %v within 10 s", k)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package redisop
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,11 +24,16 @@ type replicaAck struct {
 // connection, by WAIT n timeout: a grant counts only once n replicas
 // acknowledged it, so a replica promoted by a failover has it. A grant not
 // acknowledged in time is given back (released) and reported as an error
-// matching core.ErrNotAcquired. n must be at least 1 and timeout positive
-// (core.ErrInvalidArgument otherwise). It needs a client bound to one
-// master (a *redis.Client, including Sentinel's failover client), not a
-// Cluster client, whose pipeline may split the grant from its WAIT, and a
-// timeout shorter than the client's read timeout.
+// matching core.ErrNotAcquired. Its tokens are also kept above the name's
+// durable counter, which each grant raises and WAIT confirms with it
+// (withCounter), so they increase across a failover whatever the promoted
+// replica's clock says; every Client of a name must then use replica
+// acknowledgment, or its grants do not raise the counter. n must be at
+// least 1 and timeout positive (core.ErrInvalidArgument otherwise). It
+// needs a client bound to one master (a *redis.Client, including
+// Sentinel's failover client), not a Cluster client, whose pipeline may
+// split the grant from its WAIT, and a timeout shorter than the client's
+// read timeout.
 func (c *Client) WithReplicaAck(n int, timeout time.Duration) (*Client, error) {
 	switch {
 	case n < 1:
@@ -46,6 +52,20 @@ func (c *Client) WithReplicaAck(n int, timeout time.Duration) (*Client, error) {
 	cc := *c
 	cc.ack = replicaAck{n: n, timeout: timeout}
 	return &cc, nil
+}
+
+// withCounter returns keys followed by the durable counter of l's name
+// under replica acknowledgment, and keys alone otherwise. Every script that
+// draws a token then keeps the token above the counter and raises the
+// counter to it, in the write that WAIT confirms: a replica promoted by a
+// failover has the counter of every acknowledged grant and draws larger
+// tokens than all of them, however far its clock is behind the old
+// master's. The cost is one key per name that never expires.
+func (c *Client) withCounter(l Lock, keys []string) []string {
+	if c.ack.n == 0 {
+		return keys
+	}
+	return append(slices.Clip(keys), c.counterKey(l))
 }
 
 // acked runs s and then WAIT in one pipeline, s by SHA and, when the server

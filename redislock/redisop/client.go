@@ -26,7 +26,10 @@ import (
 // {hash tag} puts all keys of a name in one Redis Cluster slot. Every key
 // carries a TTL and releases delete what they can: no key outlives the last
 // grant of a name by more than a TTL, and a name nobody holds or waits for
-// has no keys at all.
+// has no keys at all, with one exception: under replica acknowledgment
+// (WithReplicaAck) and for the multi-server operations (AcquireCounted),
+// each name also has "counter", its durable fencing counter, which never
+// expires.
 type Client struct {
 	rdb     redis.UniversalClient
 	prefix  string
@@ -124,21 +127,22 @@ func (c *Client) Acquire(ctx context.Context, l Lock, owner string, ttl, wait ti
 
 // acquireCall is the script call behind one acquire attempt. A waiting
 // mutex acquire joins the wait queue with handoffs announced on inbox, or,
-// when inbox is "", only marks the lock as awaited.
+// when inbox is "", only marks the lock as awaited. Under replica
+// acknowledgment the name's durable counter comes last (withCounter).
 func (c *Client) acquireCall(l Lock, owner string, ms int64, wait time.Duration, inbox string) (script, []string, []any) {
 	switch l.Kind {
 	case KindMutex:
-		return scriptMutexAcquire, c.mutexKeys(l), []any{owner, ms, max(wait.Milliseconds(), 0), inbox}
+		return scriptMutexAcquire, c.withCounter(l, c.mutexKeys(l)), []any{owner, ms, max(wait.Milliseconds(), 0), inbox}
 	case KindWrite:
 		waiting, markMS := 0, max(wait.Milliseconds(), 1)
 		if wait > 0 {
 			waiting = 1
 		}
-		return scriptWriteAcquire, c.rwKeys(l), []any{owner, ms, waiting, markMS}
+		return scriptWriteAcquire, c.withCounter(l, c.rwKeys(l)), []any{owner, ms, waiting, markMS}
 	case KindRead:
-		return scriptReadAcquire, c.rwKeys(l), []any{owner, ms}
+		return scriptReadAcquire, c.withCounter(l, c.rwKeys(l)), []any{owner, ms}
 	default: // KindSemaphore; validated by the caller
-		return scriptSemAcquire, []string{c.Key(l), c.FenceKey(l)}, []any{owner, ms, l.Max}
+		return scriptSemAcquire, c.withCounter(l, []string{c.Key(l), c.FenceKey(l)}), []any{owner, ms, l.Max}
 	}
 }
 
@@ -258,7 +262,7 @@ func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 	var cmd *redis.Cmd
 	if c.ack.n > 0 {
 		var acks int
-		cmd, acks = c.acked(ctx, scriptMutexSpare, c.mutexKeys(g.Lock)[:1], []any{g.Owner, ttl.Milliseconds(), cur})
+		cmd, acks = c.acked(ctx, scriptMutexSpare, c.withCounter(g.Lock, c.mutexKeys(g.Lock)[:1]), []any{g.Owner, ttl.Milliseconds(), cur})
 		if n, err := cmd.Int64(); err == nil && n > 0 && acks < c.ack.n {
 			return 0, fmt.Errorf("%w: token for %q drawn, but acknowledged by %d of %d replicas within %v",
 				core.ErrNotAcquired, g.Lock.Name, acks, c.ack.n, c.ack.timeout)
@@ -278,6 +282,10 @@ func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 // mutexRelease runs mutex_release.lua for g; withdraw is 1 when g is a
 // waiter that leaves the queue.
 func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis.Cmd {
+	if c.ack.n > 0 {
+		return scriptMutexRelease.Run(ctx, c.rdb, c.withCounter(g.Lock, c.mutexKeys(g.Lock)),
+			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel())
+	}
 	if k := c.prepared(g.Lock); k != nil && k.release != nil {
 		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg)
 	}

@@ -31,7 +31,10 @@
 // inside its critical section for longer than the TTL and then resumed (a
 // GC pause), a worker SIGKILLed while holding, and per backend a Redis
 // server killed and restarted or SIGSTOPped beyond the TTL, a minority and
-// then a majority of RedLock's servers lost, PostgreSQL backends terminated
+// then a majority of RedLock's servers lost, RedLock's servers restarted
+// empty under a holder (a rolling restart, Kleppmann's case), a Sentinel
+// master killed (after its replica's link was cut, or under a holder) and
+// its replica promoted, PostgreSQL backends terminated
 // with pg_terminate_backend and the cluster crashed and restarted, a NATS
 // server restarted. After each fault the run must make progress.
 // Servers are the test's own (package tests/internal/launch: Docker through

@@ -18,7 +18,7 @@ import (
 
 // backend says how workers reach a backend under test.
 type backend struct {
-	kind string        // file, redis, redlock, postgres, nats or mysql
+	kind string        // file, redis, sentinel, redlock, postgres, nats or mysql
 	addr string        // directory, address(es) or URL, as open takes it
 	ttl  time.Duration // lease TTL; 0 for backends without leases
 	// lock is the kind of lock the workers take: mutex (the default),

@@ -25,6 +25,10 @@ type fault struct {
 	// stale: the fault certainly makes a stale holder write, which the
 	// resource must have refused.
 	stale bool
+	// ordered: no write may be refused. Without overlaps a refused write
+	// is a holder whose token was below one the resource accepted before:
+	// tokens went back.
+	ordered bool
 }
 
 // params are the sizes of a run.
@@ -103,6 +107,9 @@ func tortureLock(t *testing.T, b backend, faults []fault) {
 			}
 			if f.stale {
 				assert.Positive(t, st.staleWrites, "the stale holder's write was not refused")
+			}
+			if f.ordered {
+				assert.Zero(t, st.stale(), "writes refused: a holder's token was below an earlier one")
 			}
 		})
 	}

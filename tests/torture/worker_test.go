@@ -27,6 +27,7 @@ import (
 	"github.com/distlock/distlock/pglock"
 	"github.com/distlock/distlock/redislock"
 	"github.com/distlock/distlock/redlock"
+	"github.com/distlock/distlock/tests/internal/launch"
 )
 
 // Environment of a worker process. TestMain runs workerMain instead of the
@@ -34,7 +35,7 @@ import (
 const (
 	envWorker   = "DISTLOCK_TORTURE_WORKER"   // the worker's number
 	envResource = "DISTLOCK_TORTURE_RESOURCE" // base URL of the fenced resource
-	envBackend  = "DISTLOCK_TORTURE_BACKEND"  // file, redis, redlock, postgres, nats or mysql
+	envBackend  = "DISTLOCK_TORTURE_BACKEND"  // file, redis, sentinel, redlock, postgres, nats or mysql
 	envAddr     = "DISTLOCK_TORTURE_ADDR"     // directory, address(es) or URL of the backend
 	envTTL      = "DISTLOCK_TORTURE_TTL"      // lease TTL, as time.ParseDuration reads it
 	envLock     = "DISTLOCK_TORTURE_LOCK"     // the lock's name
@@ -81,6 +82,17 @@ func open(kind, addr, client string, ttl time.Duration) (*opened, error) {
 			list, err := probe.ClientList(ctx).Result()
 			return strings.Count(list, " name="+client+" "), err
 		}}, nil
+	case "sentinel":
+		// addr: the Sentinels; grants confirmed by the replica.
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: launch.SentinelMaster,
+			SentinelAddrs: strings.Split(addr, ","), ClientName: client,
+			DialTimeout: 200 * time.Millisecond, ReadTimeout: 3 * time.Second, WriteTimeout: 3 * time.Second})
+		p, err := redislock.New(rdb, redislock.WithTTL(ttl), redislock.WithReplicaAck(1, time.Second))
+		if err != nil {
+			_ = rdb.Close()
+			return nil, err
+		}
+		return &opened{p: p, close: func() { _ = p.Close(); _ = rdb.Close() }}, nil
 	case "redlock":
 		var clients []redis.UniversalClient
 		for _, a := range strings.Split(addr, ",") {

@@ -11,22 +11,6 @@ local function now()
   return us, math.floor(us / 1000)
 end
 
--- fence returns the name's next fencing token: the server time in
--- microseconds, or the last token + 1 when that is larger, and remembers it
--- for ttl ms. Tokens therefore keep increasing across idle periods, key
--- expiry and a server restart that lost the data set, as long as the
--- server's clock does not step back further than the time between grants.
-local function fence(key, us, ttl)
-  local last = tonumber(redis.call('SET', key, string.format('%.0f', us), 'PX', ttl, 'GET') or '')
-  if last and last >= us then
-    -- Clock behind the last token (a step back, or a burst of grants
-    -- within one microsecond): count on from the last token.
-    us = last + 1
-    redis.call('SET', key, string.format('%.0f', us), 'PX', ttl)
-  end
-  return us
-end
-
 -- bump advances a durable counter (no TTL) and returns its new value: the
 -- server time in microseconds, or the last value + 1 when that is larger.
 -- A counter lost with the data set therefore starts again above every value
@@ -41,6 +25,32 @@ local function bump(key, us)
   end
   redis.call('SET', key, string.format('%.0f', n))
   return n
+end
+
+-- fence returns the name's next fencing token: the server time in
+-- microseconds, or the last token + 1 when that is larger, and remembers it
+-- for ttl ms. Tokens therefore keep increasing across idle periods, key
+-- expiry and a server restart that lost the data set, as long as the
+-- server's clock does not step back further than the time between grants.
+-- With counter (the name's durable counter, under replica acknowledgment)
+-- the token is also above the counter's value and the counter is raised to
+-- it, so a replica promoted with the counter issues larger tokens whatever
+-- its clock says.
+local function fence(key, us, ttl, counter)
+  if counter then
+    us = bump(counter, us)
+  end
+  local last = tonumber(redis.call('SET', key, string.format('%.0f', us), 'PX', ttl, 'GET') or '')
+  if last and last >= us then
+    -- Clock behind the last token (a step back, or a burst of grants
+    -- within one microsecond): count on from the last token.
+    us = last + 1
+    redis.call('SET', key, string.format('%.0f', us), 'PX', ttl)
+    if counter then
+      redis.call('SET', counter, string.format('%.0f', us))
+    end
+  end
+  return us
 end
 
 -- young returns how many ms the grants of this server must not count yet
@@ -64,12 +74,12 @@ end
 
 -- again answers a request that already succeeded (the driver retried it after
 -- a lost reply): the grant stands, with the last token handed out.
-local function again(key, us, ttl)
+local function again(key, us, ttl, counter)
   local last = tonumber(redis.call('GET', key) or '')
   if last then
     return {1, last}
   end
-  return {1, fence(key, us, ttl)}
+  return {1, fence(key, us, ttl, counter)}
 end
 
 -- stretch makes key live at least ttl ms more, never shortening it.

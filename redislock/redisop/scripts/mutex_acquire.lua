@@ -1,8 +1,9 @@
 -- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua; a caller that does
 -- not wait, ARGV[3] = 0, may pass the lock key alone), KEYS[5] (optional)
 -- the name's durable counter: when given, a grant advances it (bump) and
--- its value is the token, and KEYS[6] is the server's boot marker, checked
--- against ARGV[5] (Client.AcquireCounted)
+-- its value is the token, recorded in the lock key (replica acknowledgment,
+-- Client.WithReplicaAck), and KEYS[6] (optional) is the server's boot
+-- marker, checked against ARGV[5] (Client.AcquireCounted)
 -- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] wait ms (0: TryAcquire, do not queue),
 -- ARGV[4] the channel to announce a handoff to this waiter on, or '' to
 -- mark the lock as awaited without queueing (the release then announces on
@@ -30,7 +31,11 @@ if not holder then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
   end
   if KEYS[5] then
-    return {1, bump(KEYS[5], us), left}
+    local n = bump(KEYS[5], us)
+    if n ~= us then
+      redis.call('SET', KEYS[1], mine .. string.format('%.0f', n), 'KEEPTTL')
+    end
+    return {1, n, left}
   end
   return {1, us}
 end
@@ -40,6 +45,11 @@ if string.sub(holder, 1, #mine) == mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   if KEYS[2] then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+  end
+  if KEYS[5] and not KEYS[6] then
+    -- The grant's token, recorded in the key when it was made or handed
+    -- over (mutex_release.lua).
+    return {1, tonumber(string.match(holder, ':(%d+)')), 0}
   end
   if KEYS[5] then
     -- The counter was bumped when this grant was made.

@@ -4,7 +4,9 @@
 -- "<payload>#<waiter>#<token>" on the waiter's own channel, so the waiter
 -- (and no other process) learns that it holds the lock without another
 -- round trip.
--- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua)
+-- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua), KEYS[5]
+-- (optional) the name's durable counter: a handoff's token is also above
+-- it, and raises it (replica acknowledgment, Client.WithReplicaAck)
 -- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
 -- withdraws (leave the queue first), ARGV[4] the shared channel on which a
 -- release of an awaited lock that has nobody queued announces ARGV[2]
@@ -34,10 +36,16 @@ if not heir then
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
 local last = last_token(string.sub(v, #mine + 1))
+if KEYS[5] then
+  last = math.max(last, tonumber(redis.call('GET', KEYS[5]) or '0'))
+end
 if last >= us then
   us = last + 1
 end
 local tok = string.format('%.0f', us)
+if KEYS[5] then
+  redis.call('SET', KEYS[5], tok)
+end
 local val = heir .. ':' .. tok
 if redis.call('EXISTS', KEYS[2]) == 1 then
   val = val .. '+'

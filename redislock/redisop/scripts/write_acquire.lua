@@ -1,6 +1,7 @@
 -- Write side of a reader-writer lock.
 -- KEYS[1] writer key, KEYS[2] readers zset (owner -> expiry ms),
--- KEYS[3] writer-waiting marker, KEYS[4] fence key
+-- KEYS[3] writer-waiting marker, KEYS[4] fence key, KEYS[5] (optional) the
+-- name's durable counter (see fence in lib.lua)
 -- ARGV[1] owner, ARGV[2] ttl ms, ARGV[3] '1' when the caller waits,
 -- ARGV[4] marker ttl ms
 -- Returns {1, token} when granted, {0, ms worth waiting} when busy. A waiting
@@ -9,7 +10,7 @@
 local us, ms = now()
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then
-  return again(KEYS[4], us, ARGV[2])
+  return again(KEYS[4], us, ARGV[2], KEYS[5])
 end
 local wait = 0
 if holder then
@@ -22,7 +23,7 @@ else
     if redis.call('GET', KEYS[3]) == ARGV[1] then
       redis.call('DEL', KEYS[3])
     end
-    return {1, fence(KEYS[4], us, ARGV[2])}
+    return {1, fence(KEYS[4], us, ARGV[2], KEYS[5])}
   end
   wait = tonumber(first[2]) - ms
 end

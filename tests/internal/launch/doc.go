@@ -19,6 +19,10 @@
 //     cluster runs as the postgres user (or distlock-pg, which
 //     scripts/services.sh creates).
 //
+// Sentinel starts a Redis deployment under Sentinel (a master, its replica
+// and three Sentinels run as `redis-server --sentinel` with a generated
+// configuration) from the local redis-server on either engine.
+//
 // DISTLOCK_LAUNCHER=local or =docker forces an engine. Every server listens
 // on 127.0.0.1 only, on a free port, keeps its state in a temporary
 // directory, and is stopped and removed by the test's Cleanup. When no

@@ -75,3 +75,29 @@ func TestNATS(t *testing.T) {
 	srv.Start(t)
 	require.True(t, greets())
 }
+
+func TestSentinel(t *testing.T) {
+	s := launch.Sentinel(t)
+	ctx := context.Background()
+	fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: launch.SentinelMaster, SentinelAddrs: s.Sentinels,
+		DialTimeout: 200 * time.Millisecond})
+	defer fc.Close()
+	old := s.Master(t, 10*time.Second)
+	require.Equal(t, s.Servers[0], old, "the master as started is not the master")
+	require.NoError(t, fc.Set(ctx, "k", "v", 0).Err())
+	require.NoError(t, fc.Wait(ctx, 1, 5000).Err())
+
+	old.Kill(t)
+	promoted := s.WaitFailover(t, old, 30*time.Second)
+	require.Equal(t, s.Servers[1], promoted)
+	require.Eventually(t, func() bool { return fc.Get(ctx, "k").Val() == "v" }, 10*time.Second, 20*time.Millisecond,
+		"the failover client does not read the replicated key from the promoted replica")
+
+	// The old master comes back empty and becomes the new master's replica.
+	s.Rejoin(t, old, 30*time.Second)
+	rc := redis.NewClient(&redis.Options{Addr: old.Addr()})
+	defer rc.Close()
+	require.Eventually(t, func() bool { return rc.Get(ctx, "k").Val() == "v" }, 10*time.Second, 20*time.Millisecond,
+		"the old master did not resync from the new one")
+	require.Equal(t, promoted, s.Master(t, time.Second))
+}

@@ -97,6 +97,12 @@ func (p *proc) Resume(t testing.TB) {
 
 func localRedis(t testing.TB, cfg RedisConfig) Server {
 	t.Helper()
+	return newLocalRedis(t, cfg, nil)
+}
+
+// newLocalRedis starts redis-server for t with extra arguments after ours.
+func newLocalRedis(t testing.TB, cfg RedisConfig, extra []string) *proc {
+	t.Helper()
 	bin, ok := findBinary("redis-server")
 	if !ok {
 		missing(t, "redis-server")
@@ -106,9 +112,11 @@ func localRedis(t testing.TB, cfg RedisConfig) Server {
 		args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
 			"--save", "", "--daemonize", "no", "--loglevel", "warning"}
 		if cfg.AOF {
-			return append(args, "--appendonly", "yes", "--appendfsync", "always")
+			args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+		} else {
+			args = append(args, "--appendonly", "no")
 		}
-		return append(args, "--appendonly", "no")
+		return append(args, extra...)
 	}}
 	p.Start(t)
 	t.Cleanup(func() { p.Kill(t) })
