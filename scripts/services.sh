@@ -2,13 +2,14 @@
 # Throwaway backend servers for distlock's tests (see ARCHITECTURE.md, "Tests and tools").
 #
 #   scripts/services.sh start <statedir>   start 5x redis, a 3-node Redis Cluster, 1x PostgreSQL,
-#                                          1x NATS (JetStream), 1x MariaDB
+#                                          1x NATS (JetStream), 1x MariaDB, 1x etcd
 #   scripts/services.sh stop  <statedir>   stop everything recorded in <statedir>
 #   scripts/services.sh ensure             only install missing server binaries
 #
 # `start` writes <statedir>/env with export lines for the tests:
 #   DISTLOCK_REDIS_ADDRS, DISTLOCK_REDIS_CLUSTER_ADDRS, DISTLOCK_PG_URL,
-#   DISTLOCK_NATS_URL, DISTLOCK_MYSQL_DSN, DISTLOCK_REQUIRE_SERVERS.
+#   DISTLOCK_NATS_URL, DISTLOCK_MYSQL_DSN, DISTLOCK_ETCD_ENDPOINTS,
+#   DISTLOCK_REQUIRE_SERVERS.
 # Every server listens on 127.0.0.1 on a random free port and keeps all of its
 # state in <statedir>, so several runs can coexist and nothing touches the
 # machine's own (system) servers.
@@ -87,6 +88,7 @@ missing_packages() {
 	find_bin nats-server >/dev/null || pkgs+=(nats-server)
 	find_pg_bindir >/dev/null || pkgs+=(postgresql)
 	missing_mysql_packages pkgs
+	find_bin etcd >/dev/null || pkgs+=(etcd-server)
 	# `go test -race` needs cgo, hence a C compiler.
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
 	echo "${pkgs[*]}"
@@ -132,7 +134,7 @@ ensure() {
 	# Belt and braces: if a system service got started anyway, stop it; it
 	# would only hold memory (we never use the default ports).
 	local svc
-	for svc in redis-server nats-server postgresql mariadb; do
+	for svc in redis-server nats-server postgresql mariadb etcd; do
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
 			systemctl stop "$svc" >/dev/null 2>&1 || true
 			systemctl disable "$svc" >/dev/null 2>&1 || true
@@ -483,6 +485,79 @@ nats_ready() {
 	[[ $line == INFO* && $line == *'"jetstream":true'* ]]
 }
 
+# -------------------------------------------------------------------- etcd --
+
+# start_etcd STATE: one etcd member on two free ports (clients, peers).
+# Its data directory lives in shared memory when the machine has one: a
+# throwaway member needs no durability, and a WAL fsync on a loaded disk
+# costs every write milliseconds. The path is recorded for stop_etcd.
+start_etcd() {
+	local state=$1 dir data port peer attempt pid etcd
+	etcd=$(find_bin etcd) || die "etcd not found"
+	dir=$state/etcd
+	mkdir -p "$dir"
+	data=$dir/data
+	if [[ -d /dev/shm && -w /dev/shm ]]; then
+		data=$(mktemp -d /dev/shm/distlock-etcd.XXXXXX)
+		echo "$data" >"$dir/shmdata"
+	fi
+	for attempt in 1 2 3 4 5; do
+		pick_port
+		port=$FREE_PORT
+		pick_port
+		peer=$FREE_PORT
+		rm -rf "${data:?}/member" # what a failed attempt left
+		# Own session, all fds redirected, as for nats-server.
+		setsid "$etcd" --name distlock --data-dir "$data" --logger zap \
+			--listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+			--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+			--initial-cluster "distlock=http://127.0.0.1:$peer" --initial-cluster-state new \
+			</dev/null >>"$dir/etcd.log" 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/pid"
+		if wait_for etcd_ready "$pid" "$port"; then
+			echo "$port" >"$dir/port"
+			ETCD_ENDPOINTS="127.0.0.1:$port"
+			return 0
+		fi
+		kill_pid "$pid"
+		log "etcd did not start on ports $port/$peer (attempt $attempt)"
+		log_tail "$dir/etcd.log"
+	done
+	die "etcd failed to start"
+}
+
+# Ready when our process runs and its /health says so (the member has a
+# leader); 2 when the process already died.
+etcd_ready() {
+	local pid=$1 port=$2 body
+	pid_alive "$pid" || return 2
+	# Subshell: a failed connect must not take the script down.
+	body=$(
+		exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+		printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+		timeout 2 cat <&3
+	) || return 1
+	[[ $body == *'"health":"true"'* ]]
+}
+
+etcd_running() {
+	[[ -f $1/etcd/pid ]] && pid_alive "$(cat "$1/etcd/pid")"
+}
+
+stop_etcd() {
+	local dir=$1/etcd pid
+	if [[ -f $dir/pid ]]; then
+		pid=$(cat "$dir/pid")
+		pid_is "$pid" etcd && kill_pid "$pid"
+		rm -f "$dir/pid"
+	fi
+	if [[ -f $dir/shmdata ]]; then
+		rm -rf "$(cat "$dir/shmdata")"
+		rm -f "$dir/shmdata"
+	fi
+}
+
 # ------------------------------------------------------------------ mysql --
 
 # missing_mysql_packages ARRAY: appends the Debian package of MariaDB's
@@ -605,6 +680,7 @@ cmd_start() {
 	start_pg "$state"
 	start_nats "$state"
 	start_mysql "$state"
+	start_etcd "$state"
 
 	cat >"$state/env.tmp" <<EOF
 export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
@@ -612,6 +688,7 @@ export DISTLOCK_REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS
 export DISTLOCK_PG_URL='$PG_URL'
 export DISTLOCK_NATS_URL=$NATS_URL
 export DISTLOCK_MYSQL_DSN='$MYSQL_DSN'
+export DISTLOCK_ETCD_ENDPOINTS=$ETCD_ENDPOINTS
 export DISTLOCK_REQUIRE_SERVERS=1
 export DISTLOCK_PG_BINDIR=$PG_BINDIR
 EOF
@@ -635,7 +712,7 @@ cmd_start_guarded() {
 		log "stale services in $state: restarting"
 		cmd_stop "$state"
 	fi
-	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats" "$state/mysql"
+	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats" "$state/mysql" "$state/etcd"
 	(cmd_start "$state") || rc=$?
 	if ((rc != 0)); then
 		log "start failed; stopping what was started"
@@ -654,6 +731,7 @@ all_running() {
 	((n == REDIS_COUNT + REDIS_CLUSTER_COUNT + 1)) || return 1
 	f=$state/pg/data/postmaster.pid
 	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")" || return 1
+	etcd_running "$state" || return 1
 	mysql_running "$state"
 }
 
@@ -663,6 +741,7 @@ cmd_stop() {
 	local state=$1 f pid
 	[[ -d $state ]] || return 0
 	stop_mysql "$state"
+	stop_etcd "$state"
 	stop_pg "$state"
 	if [[ -f $state/nats/pid ]]; then
 		pid=$(cat "$state/nats/pid")

@@ -512,6 +512,7 @@ func TestPollLeaseBackends(t *testing.T) {
 			}
 		}},
 		{"mysql", plMySQLBackend},
+		{"etcd", etcdPollLease},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -1,0 +1,125 @@
+package etcdlock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+)
+
+// fenced is the resource of TestClusterLeaderKilled: it counts grants and
+// finds the ones made while an earlier holder still held the lock, as far
+// as its handle could tell, or with a token not above every earlier one.
+type fenced struct {
+	mu      sync.Mutex
+	holder  core.Handle
+	highest uint64
+	grants  int
+	bad     []string
+}
+
+func (f *fenced) enter(h core.Handle) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.holder != nil && core.Held(f.holder) {
+		f.bad = append(f.bad, "granted while the previous holder still held the lock")
+	}
+	if h.FencingToken() <= f.highest {
+		f.bad = append(f.bad, "token not above every earlier one")
+	}
+	f.holder, f.highest = h, h.FencingToken()
+	f.grants++
+}
+
+func (f *fenced) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.grants
+}
+
+// A three-member cluster loses its leader while workers of two Providers
+// take turns on a lock: the others elect a new one, the workers go on,
+// nobody is granted the lock while another holder's handle still holds it,
+// and tokens keep increasing.
+func TestClusterLeaderKilled(t *testing.T) {
+	ms := startCluster(t, 3)
+	var eps []string
+	for _, m := range ms {
+		eps = append(eps, m.endpoints()...)
+	}
+	const ttl = 4 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := lockName(t)
+	var res fenced
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 2 {
+		l := newProviderOn(t, connect(t, eps), WithTTL(ttl), WithTimeout(time.Second)).Mutex(name)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					h, err := l.Acquire(ctx)
+					if err != nil {
+						if ctx.Err() != nil {
+							return
+						}
+						continue // an election in progress: try again
+					}
+					res.enter(h)
+					time.Sleep(time.Millisecond)
+					_ = h.Release(ctx)
+				}
+			}()
+		}
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	progress := func(n int, what string) {
+		t.Helper()
+		want := res.count() + n
+		require.Eventually(t, func() bool { return res.count() >= want }, time.Minute, 10*time.Millisecond, what)
+	}
+	progress(50, "before the leader died")
+
+	leader := leaderOf(t, ms)
+	ms[leader].stop()
+	progress(50, "after the leader died")
+
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	assert.Empty(t, res.bad)
+}
+
+// leaderOf returns the index of the cluster's leader.
+func leaderOf(t *testing.T, ms []*server) int {
+	t.Helper()
+	cli := connect(t, ms[0].endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, ms[0].endpoints()[0])
+	require.NoError(t, err)
+	for i, m := range ms {
+		st2, err := cli.Status(ctx, m.endpoints()[0])
+		require.NoError(t, err)
+		if st2.Header.MemberId == st.Leader {
+			return i
+		}
+	}
+	t.Fatal("no member is the leader")
+	return -1
+}
