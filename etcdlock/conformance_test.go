@@ -16,6 +16,9 @@ func conformance() locktest.Config {
 		// Built from the environment alone: the abandonment cases run it in
 		// a child process too.
 		New: func(t testing.TB) core.Provider { return newProvider(t) },
+		Observed: func(t testing.TB, o core.Observer) core.Provider {
+			return newProvider(t, WithObserver(o))
+		},
 		// An operator deleting the key by hand.
 		Break: func(t testing.TB, h core.Handle) {
 			cli := connect(t, endpoints(t))

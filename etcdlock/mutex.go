@@ -23,7 +23,7 @@ func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
-	return &inspected{locker{q: p.queue(name, mutexKind, 1), r: exclusive}}
+	return p.probe.Mutex(&inspected{locker{q: p.queue(name, mutexKind, 1), r: exclusive}})
 }
 
 // locker is one role in one queue.

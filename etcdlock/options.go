@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -23,11 +24,12 @@ const (
 type Option func(*options)
 
 type options struct {
-	prefix   string
-	ttl      time.Duration
-	identity string
-	timeout  time.Duration
-	log      *slog.Logger
+	prefix    string
+	ttl       time.Duration
+	identity  string
+	timeout   time.Duration
+	log       *slog.Logger
+	observers []core.Observer
 }
 
 // WithPrefix sets the key prefix under which the Provider keeps its locks
@@ -62,6 +64,15 @@ func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout =
 // the caller's: a lease that could not be revoked, a watch the server
 // ended. Default (and nil): discard.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithObserver adds obs to the observers of the Provider's locks: every
+// acquire (its outcome and how long it took), release and loss (with its
+// cause) is reported to it (core.Observer). Given more than once, every
+// observer sees every event, in the order given. Default: none, which
+// costs nothing.
+func WithObserver(obs core.Observer) Option {
+	return func(o *options) { o.observers = append(o.observers, obs) }
+}
 
 func defaults() options {
 	return options{

@@ -24,6 +24,7 @@ var ErrClosed = errors.New("etcdlock: provider closed")
 // implements core.Membership. It is safe for concurrent use. Close it to
 // free everything it holds and stop its goroutines.
 type Provider struct {
+	probe    *kit.Probe // nil without observers or a logger
 	cli      *clientv3.Client
 	opts     options
 	log      *slog.Logger
@@ -81,7 +82,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck,
+	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck, probe: kit.NewProbe(backend, log, o.observers...),
 		watches: make(map[string]*lockWatch), orphans: make(map[string]struct{})}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the keep-alive's own round trip.

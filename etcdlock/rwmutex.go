@@ -24,7 +24,7 @@ func (p *Provider) RWMutex(name string) core.RWLocker {
 		return kit.FailedRWLocker(name, kit.Wrap(backend, "acquire", name, err))
 	}
 	q := p.queue(name, rwKind, 1)
-	return &rwMutex{inspected: inspected{locker{q: q, r: exclusive}}, read: locker{q: q, r: shared}}
+	return p.probe.RWMutex(&rwMutex{inspected: inspected{locker{q: q, r: exclusive}}, read: locker{q: q, r: shared}})
 }
 
 type rwMutex struct {

@@ -25,5 +25,5 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if max < 1 {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, kit.Invalid("semaphore max %d is below 1", max)))
 	}
-	return &locker{q: p.queue(name, semaphoreKind, max), r: slot}
+	return p.probe.Semaphore(&locker{q: p.queue(name, semaphoreKind, max), r: slot})
 }
