@@ -26,9 +26,7 @@
 //	nats://[user:pass@]host[:port][,host:port...]  natslock: NATS JetStream KV
 //	nats+tls://...                                 the same, requiring TLS
 //	mysql://[user:pass@]host[:port]/database       mysqllock: MySQL or MariaDB user-level locks
-//
-// etcd:// is reserved for etcdlock; until its module can open URLs, Open
-// fails on it with an error matching core.ErrUnsupported.
+//	etcd://[user:pass@]host[:port][,host:port...]  etcdlock: etcd v3, a line of keys per lock
 //
 // # Parameters
 //

@@ -24,7 +24,8 @@ var ErrClosed = errors.New("etcdlock: provider closed")
 // implements core.Membership. It is safe for concurrent use. Close it to
 // free everything it holds and stop its goroutines.
 type Provider struct {
-	probe    *kit.Probe // nil without observers or a logger
+	owned    *clientv3.Client // made by Open: Close closes it
+	probe    *kit.Probe       // nil without observers or a logger
 	cli      *clientv3.Client
 	opts     options
 	log      *slog.Logger
@@ -116,6 +117,9 @@ func (p *Provider) Close() error {
 	p.revoke()
 	p.stop()
 	p.wg.Wait()
+	if p.owned != nil {
+		return p.owned.Close()
+	}
 	return nil
 }
 
