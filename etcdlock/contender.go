@@ -140,7 +140,7 @@ func (c *contender) admittedNow() bool {
 // listening for the deletions after the enqueue.
 func (c *contender) first() (core.Handle, time.Duration, error) {
 	if c.admittedNow() {
-		return c.grant(), 0, nil
+		return c.grant()
 	}
 	c.q.p.join(c, c.rev)
 	return nil, 0, c.busy()
@@ -158,7 +158,7 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 	c.mu.Unlock()
 	switch {
 	case ok:
-		return c.grant(), 0, nil
+		return c.grant()
 	case !read:
 		return nil, 0, c.busy()
 	}
@@ -166,10 +166,13 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 	if err != nil {
 		// Keep waiting: the key holds our place while its lease is
 		// trusted, and a lost key sends the wait back to the enqueue.
-		return nil, 0, fmt.Errorf("%w: reading the queue: %w", core.ErrNotAcquired, err)
+		// Nothing tells a wait whose read failed when the server is back
+		// (its watch may be broken too), so it reads again within the
+		// fallback's shortest delay rather than its longest.
+		return nil, c.q.p.recheck.Min, fmt.Errorf("%w: reading the queue: %w", core.ErrNotAcquired, err)
 	}
 	if c.admittedNow() {
-		return c.grant(), 0, nil
+		return c.grant()
 	}
 	c.q.p.join(c, rev) // a watch that broke starts again from the read
 	return nil, 0, c.busy()
@@ -212,11 +215,18 @@ func (c *contender) busy() error {
 	return kit.Busy("waiting behind %s", c.blocker)
 }
 
-// grant ends the wait with the handle.
-func (c *contender) grant() core.Handle {
+// grant ends the wait with the handle, unless the handle was lost while it
+// waited (its lease's trust window closed): its key is gone or going, and
+// contenders behind it may have been granted since, so a grant now could
+// carry a smaller token than theirs. Then the error matches
+// core.ErrNotAcquired, and Acquire lines up again with a new key.
+func (c *contender) grant() (core.Handle, time.Duration, error) {
+	if err := c.h.Context().Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: its key was lost while it waited: %w", core.ErrNotAcquired, context.Cause(c.h.Context()))
+	}
 	c.q.p.part(c)
 	c.h.grant()
-	return c.h
+	return c.h, 0, nil
 }
 
 // leave gives up: the key is deleted before leave returns (bounded by

@@ -61,7 +61,8 @@
 // proved that nothing was ahead of it, and every other contender is behind
 // that one, so no one else can be admitted meanwhile. A wait that hears
 // nothing reads the queue again, first after 0.5 to 1 s, then at growing
-// intervals up to 10 s, which only bounds what a stalled watch could cost.
+// intervals up to 10 s, which only bounds what a stalled watch could cost;
+// a read that fails is tried again within a second.
 // A wait that ends without a grant deletes its key before it returns.
 //
 // There is no local handoff (WithLocalHandoff in other backends): a
@@ -87,9 +88,15 @@
 // since it replays from the key's creation). A lease past its trust window
 // is never kept alive again, even if the server kept it (a restart restores
 // leases): new keys go to a new lease, and the keys of lost grants expire.
-// A lost grant's key is deleted at once, and a release whose delete fails
-// is deleted again with the next keep-alive, since the Provider's other
-// grants keep the shared lease, and with it the key, alive.
+// A key that may stand in line for nobody (a lost grant's, a release's
+// whose delete failed, an acquire's whose write had an unknown outcome: the
+// connection broke or the timeout passed with the request sent, and a
+// cluster may still apply it, as when the member that took it dies and a
+// new leader commits it) is deleted at once by its Provider, and again
+// until a delete succeeds (at most a second apart), since the Provider's
+// other keys keep the shared lease, and with it that key, alive: so the
+// contenders behind it wait only for the server, never for the Provider's
+// lifetime.
 //
 // A process that dies stops the keep-alives: the server deletes its keys
 // one TTL later (at least the server's minimum lease, 2 s with etcd's

@@ -2,11 +2,13 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
@@ -132,8 +134,8 @@ func TestWaiterQueuesAgain(t *testing.T) {
 }
 
 // A release whose delete fails leaves the key on the Provider's lease,
-// which its other grants keep alive: the Provider deletes it with its next
-// keep-alive, and the lock frees although the Provider lives on.
+// which its other grants keep alive: the Provider deletes it once the
+// server answers again, and the lock frees although the Provider lives on.
 func TestFailedReleaseRetried(t *testing.T) {
 	const ttl = 4 * time.Second
 	srv := startServer(t)
@@ -155,6 +157,38 @@ func TestFailedReleaseRetried(t *testing.T) {
 	g, err := other.Mutex(name).Acquire(ctxT(t, ttl))
 	require.NoError(t, err, "the orphaned key was not deleted before its lease would have expired")
 	require.NoError(t, keep.Context().Err())
+	require.NoError(t, g.Release(ctx))
+	require.NoError(t, keep.Release(ctx))
+}
+
+// An acquire's write whose outcome the client cannot know (here it
+// landed, and the member died before its answer came) may leave a key in
+// line for nobody, on the lease that the Provider's other keys keep alive,
+// and the member being down, the first delete of it fails too. The
+// Provider deletes the key once the member is back, so the lock frees
+// although the Provider lives on and its lease never lapses.
+func TestUnknownWriteOutcome(t *testing.T) {
+	const ttl = 10 * time.Second
+	srv := startServer(t)
+	cli := connect(t, srv.endpoints())
+	p := newProviderOn(t, cli, WithTTL(ttl), WithTimeout(time.Second))
+	other := newProviderOn(t, connect(t, srv.endpoints()), WithTTL(ttl))
+	ctx := ctxT(t, time.Minute)
+	keep, err := p.Mutex(lockName(t)).TryAcquire(ctx) // keeps the lease alive
+	require.NoError(t, err)
+	name := lockName(t)
+	_, _, _, err = p.queue(name, mutexKind, 1).put(ctx, exclusive,
+		func(ctx context.Context, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+			_, err := cli.Put(ctx, key, p.Identity(), clientv3.WithLease(lease))
+			require.NoError(t, err)
+			srv.stop()
+			return nil, errors.New("the connection broke before the answer came")
+		})
+	require.Error(t, err)
+	srv.start()
+	g, err := other.Mutex(name).Acquire(ctxT(t, ttl))
+	require.NoError(t, err, "the key of the write with an unknown outcome still stands in line")
+	require.NoError(t, keep.Context().Err(), "the lease lapsed: its keys went with it")
 	require.NoError(t, g.Release(ctx))
 	require.NoError(t, keep.Release(ctx))
 }

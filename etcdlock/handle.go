@@ -60,24 +60,11 @@ func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session
 // holder stopped trusting it (a renewal that did not answer in time) would
 // otherwise stay in line until Release. It runs when the handle's context
 // ends and does nothing after a Release or a Close (which revokes the
-// lease). A failed delete is retried with the next keep-alive.
+// lease): the key becomes an orphan, which the Provider deletes at once
+// and again until the delete succeeds (orphans.go).
 func (h *handle) giveBack() {
-	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
-		return
-	}
-	p := h.p
-	p.wmu.Lock()
-	if p.closed {
-		p.wmu.Unlock()
-		return
-	}
-	p.wg.Add(1)
-	p.wmu.Unlock()
-	defer p.wg.Done()
-	ctx, cancel := context.WithTimeout(p.ctx, kit.CleanupTimeout)
-	defer cancel()
-	if _, err := p.cli.Delete(ctx, h.key); err != nil {
-		p.orphan(h.key)
+	if errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		h.p.orphan(h.key)
 	}
 }
 
@@ -135,8 +122,8 @@ func (h *handle) verify() {
 // release deletes the key: one round trip. The key's name is unique to
 // this handle, so the delete can never free another grant. When the delete
 // fails, the key stays attached to the Provider's lease, which lives on
-// while other grants keep it: the Provider deletes it with its next
-// keep-alive (orphan).
+// while other grants keep it: the Provider deletes it on its own until a
+// delete succeeds (orphans.go).
 //
 // Releasing a granted exclusive key first admits the contenders of this
 // Provider that wait right behind it (Provider.cleared), before the delete
@@ -167,32 +154,10 @@ func (h *handle) release(ctx context.Context) error {
 		h.p.orphan(h.key)
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
-	h.p.spare.put(h.q.prefix+string(h.r), h.key)
+	// A lost handle's key is an orphan (giveBack): a sweep may delete its
+	// name after this, so the name must not start another key.
+	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
+		h.p.spare.put(h.q.prefix+string(h.r), h.key)
+	}
 	return nil
-}
-
-// orphan records key, whose delete failed, to be deleted again with the
-// next keep-alive.
-func (p *Provider) orphan(key string) {
-	p.omu.Lock()
-	defer p.omu.Unlock()
-	p.orphans[key] = struct{}{}
-}
-
-// deleteOrphans deletes the keys whose release failed, within ctx.
-func (p *Provider) deleteOrphans(ctx context.Context) {
-	p.omu.Lock()
-	keys := make([]string, 0, len(p.orphans))
-	for k := range p.orphans {
-		keys = append(keys, k)
-	}
-	p.omu.Unlock()
-	for _, k := range keys {
-		if _, err := p.cli.Delete(ctx, k); err != nil {
-			return
-		}
-		p.omu.Lock()
-		delete(p.orphans, k)
-		p.omu.Unlock()
-	}
 }

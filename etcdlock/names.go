@@ -15,8 +15,10 @@ const (
 // a lock's keys walks them all: reusing names keeps that walk near the
 // peak number of this Provider's contenders, where fresh names would grow
 // it with every grant. A name is put back only once its key is known
-// deleted, and only this Provider writes it (its lease is in the name), so
-// a reused name always starts a new key with a new create revision.
+// deleted and no delete of it is pending (a lost handle's key is an orphan,
+// whose sweep could delete the name's next key: handle.release), and only
+// this Provider writes it (its lease is in the name), so a reused name
+// always starts a new key with a new create revision.
 type spareNames struct {
 	mu sync.Mutex
 	m  map[string][]string

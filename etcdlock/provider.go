@@ -45,15 +45,16 @@ type Provider struct {
 	watches  map[string]*lockWatch
 	released []released // the latest exclusive releases, oldest first
 
-	omu     sync.Mutex
-	orphans map[string]struct{} // keys whose release failed (handle.go)
+	omu      sync.Mutex
+	orphans  map[string]struct{} // keys that may stand in line for nobody (orphans.go)
+	sweeping bool                // a sweep runs and deletes them
 
 	wmu      sync.Mutex // guards closed against wg.Add
 	closed   bool
 	isClosed atomic.Bool
 	ctx      context.Context // ends with Close: the watches' context
 	stop     context.CancelFunc
-	wg       sync.WaitGroup // watch goroutines
+	wg       sync.WaitGroup // the goroutines of spawn: watches, sweeps
 }
 
 var (
@@ -168,9 +169,4 @@ func (p *Provider) key(q *queue, r role, s *session) string {
 		return name
 	}
 	return fmt.Sprintf("%s%c%x-%x", q.prefix, r, int64(s.id), p.seq.Add(1))
-}
-
-// ctxFor bounds ctx by the Provider's timeout.
-func (p *Provider) ctxFor(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, p.opts.timeout)
 }

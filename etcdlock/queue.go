@@ -87,8 +87,9 @@ type txnFunc func(ctx context.Context, key string, lease clientv3.LeaseID) (*cli
 // So the write always completes, and a caller whose ctx ended meanwhile
 // deletes the key it now knows it wrote. When the server no longer knows
 // the Provider's lease, put moves to a new lease and tries once more. When
-// the outcome is unknown (the timeout passed, the connection broke), it
-// deletes the key, since the write may have landed.
+// the outcome is unknown (the timeout passed, the connection broke), the
+// key becomes an orphan, which the Provider deletes until a delete
+// succeeds (orphans.go): the write may have landed, or land later.
 func (q *queue) put(ctx context.Context, r role, txn txnFunc) (key string, s *session, resp *clientv3.TxnResponse, err error) {
 	tctx, cancel := q.p.ctxFor(context.WithoutCancel(ctx))
 	defer cancel()
@@ -104,18 +105,10 @@ func (q *queue) put(ctx context.Context, r role, txn txnFunc) (key string, s *se
 		s.kill()
 	}
 	if err != nil {
-		q.p.drop(ctx, key)
+		q.p.orphan(key)
 		return "", nil, nil, err
 	}
 	return key, s, resp, nil
-}
-
-// drop deletes key, bounded by kit.CleanupTimeout, after a write whose
-// outcome is unknown.
-func (p *Provider) drop(ctx context.Context, key string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
-	defer cancel()
-	_, _ = p.cli.Delete(ctx, key)
 }
 
 // take is TryAcquire for the exclusive and shared roles: one transaction
@@ -209,7 +202,13 @@ func (q *queue) tryAcquire(ctx context.Context, r role) (core.Handle, error) {
 		return nil, q.failed(ctx, err)
 	}
 	if c.admittedNow() {
-		return c.grant(), nil
+		h, _, err := c.grant()
+		if err == nil {
+			return h, nil
+		}
+		err = kit.Wrap(backend, "acquire", q.name, err)
+		c.leave(ctx)
+		return nil, err
 	}
 	c.leave(ctx)
 	return nil, kit.Wrap(backend, "acquire", q.name, kit.Busy("all %d slots are taken", q.max))

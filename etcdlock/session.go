@@ -121,9 +121,8 @@ func (p *Provider) keepAlive(ctx context.Context, s *session) error {
 
 // renew is the Keeper's Renew: one keep-alive per lease in the batch, which
 // is one round trip for the whole batch unless the Provider has just moved
-// to a new lease; then the deletes that failed on release are tried again.
+// to a new lease.
 func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
-	defer p.deleteOrphans(ctx)
 	errs := make([]error, len(batch))
 	done := make(map[*session]error, 1)
 	for i, l := range batch {

@@ -30,13 +30,6 @@ type watchSpec struct {
 // returned: the callers' callbacks check that they still want what they
 // hear. After Close it starts nothing.
 func (p *Provider) watch(w watchSpec) (stop func()) {
-	p.wmu.Lock()
-	if p.closed {
-		p.wmu.Unlock()
-		return func() {}
-	}
-	p.wg.Add(1)
-	p.wmu.Unlock()
 	ctx, cancel := context.WithCancel(p.ctx)
 	opts := []clientv3.OpOption{clientv3.WithRev(w.from), clientv3.WithFilterPut()}
 	if w.prefix {
@@ -45,8 +38,7 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 	if w.prev {
 		opts = append(opts, clientv3.WithPrevKV())
 	}
-	go func() {
-		defer p.wg.Done()
+	p.spawn(func() {
 		defer cancel()
 		// Watch waits for the server to confirm the watch (a round trip,
 		// one creation at a time per client stream): here, not in the
@@ -72,7 +64,7 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 		if ctx.Err() == nil {
 			w.ended(0)
 		}
-	}()
+	})
 	return cancel
 }
 
