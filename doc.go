@@ -39,9 +39,9 @@
 // go-sql-driver/mysql's DSN parameters (tls, readTimeout, ...) on mysql URLs.
 //
 //	parameter       value     backends                             option
-//	identity        text      file mem redis postgres mysql nats   WithIdentity: the holder name core.Inspector reports
-//	ttl             duration  redis redlock nats                   WithTTL: how long a dead holder blocks others
-//	prefix          text      redis redlock                        WithPrefix: the start of every key
+//	identity        text      file mem redis postgres mysql nats etcd  WithIdentity: the holder name core.Inspector reports
+//	ttl             duration  redis redlock nats etcd              WithTTL: how long a dead holder blocks others
+//	prefix          text      redis redlock etcd                   WithPrefix: the start of every key
 //	renew_interval  duration  redis redlock                        WithRenewInterval
 //	drift_margin    duration  redis redlock                        WithDriftMargin
 //	handoff_max     integer   redis postgres mysql nats            WithLocalHandoff: grants handed on in a row (0: off)
@@ -50,7 +50,7 @@
 //	restart_guard   duration  redlock                              WithRestartGuard
 //	keepalive       duration  postgres mysql                       WithKeepalive: how fast a lost connection is seen
 //	max_conns       integer   postgres mysql                       WithMaxConns: the Provider's own connections
-//	timeout         duration  postgres mysql nats                  WithTimeout: the bound of one statement or request
+//	timeout         duration  postgres mysql nats etcd             WithTimeout: the bound of one statement or request
 //	fence_table     text      postgres mysql                       WithFenceTable (needed for core.Inspector)
 //	fence_sequence  text      postgres mysql                       WithFenceSequence
 //	members_table   text      postgres mysql                       WithMembersTable
@@ -60,6 +60,7 @@
 //	js_domain       text      nats                                 the JetStream domain (jetstream.NewWithDomain)
 //	js_api_prefix   text      nats                           the JetStream API prefix (jetstream.NewWithAPIPrefix)
 //	connect_timeout duration  nats                           the dial timeout (nats.Timeout)
+//	dial_timeout    duration  etcd                           the dial timeout (clientv3.Config.DialTimeout, default 5s)
 //	check_interval  duration  file                                 WithCheckInterval
 //
 // Each option's documentation, in its backend's package, gives its default
