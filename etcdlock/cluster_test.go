@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 )
 
 // fenced is the resource of TestClusterLeaderKilled: it counts grants and
@@ -138,4 +140,50 @@ func leaderOf(t *testing.T, ms []*server) int {
 	}
 	t.Fatal("no member is the leader")
 	return -1
+}
+
+// Workers of three Providers, each on a different member of the shared
+// three-member cluster (make test starts it), take turns on a lock: a
+// release on one member reaches the waiters on the others through their
+// watches, nobody is granted the lock while another holder's handle still
+// holds it, and tokens increase.
+func TestClusterAcrossMembers(t *testing.T) {
+	members := strings.Split(locktest.RequireEnv(t, "DISTLOCK_ETCD_CLUSTER_ENDPOINTS"), ",")
+	require.Len(t, members, 3)
+	ctx := ctxT(t, 2*time.Minute)
+	name := lockName(t)
+	const grants = 60
+	var res fenced
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*len(members))
+	for _, m := range members {
+		l := newProviderOn(t, connect(t, []string{m})).Mutex(name)
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for res.count() < grants {
+					h, err := l.Acquire(ctx)
+					if err != nil {
+						errs <- err
+						return
+					}
+					res.enter(h)
+					if err := h.Release(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	assert.GreaterOrEqual(t, res.grants, grants)
+	assert.Empty(t, res.bad)
 }

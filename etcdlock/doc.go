@@ -141,6 +141,8 @@
 //
 // The client is go.etcd.io/etcd/client/v3 v3.6.8, the newest release that
 // builds with Go 1.24; it is tested against etcd 3.4.23 (Debian's
-// etcd-server) and uses nothing newer than the etcd 3.3 API (range
-// compares, watches from a revision with previous values).
+// etcd-server), a single member and a three-member cluster (Providers on
+// different members; the leader killed under contention), and uses
+// nothing newer than the etcd 3.3 API (range compares, watches from a
+// revision with previous values).
 package etcdlock
