@@ -48,7 +48,7 @@
 //	handoff_span    duration  redis postgres mysql nats            WithLocalHandoff: the longest run of handoffs
 //	min_validity    duration  redlock                              WithMinValidity
 //	restart_guard   duration  redlock                              WithRestartGuard
-//	keepalive       duration  postgres mysql                       WithKeepalive: how fast a lost connection is seen
+//	keepalive       duration  postgres mysql etcd                  WithKeepalive (etcd: the client's gRPC keepalive): how fast a lost connection is seen
 //	max_conns       integer   postgres mysql                       WithMaxConns: the Provider's own connections
 //	timeout         duration  postgres mysql nats etcd             WithTimeout: the bound of one statement or request
 //	fence_table     text      postgres mysql                       WithFenceTable (needed for core.Inspector)

@@ -37,7 +37,7 @@ func serverURLs(t *testing.T) map[string]string {
 		"postgresql":    "postgresql" + strings.TrimPrefix(pg, "postgres"),
 		"nats":          locktest.RequireEnv(t, "DISTLOCK_NATS_URL") + "?bucket=distlock_meta&ttl=5s",
 		"mysql":         "mysql://" + my.User + "@" + my.Addr + "/" + my.DBName + "?identity=meta",
-		"etcd":          "etcd://" + locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS") + "?ttl=5s&prefix=meta/",
+		"etcd":          "etcd://" + locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS") + "?ttl=5s&prefix=meta/&keepalive=12s",
 	}
 }
 
@@ -123,6 +123,7 @@ func TestOpenBadURL(t *testing.T) {
 		{"etcd://h:2379/x", "path"},
 		{"etcd://h:2379?ttl=soon", "parameter ttl"},
 		{"etcd://h:2379?bucket=b", "parameter bucket"},
+		{"etcd://h:2379?keepalive=0s", "parameter keepalive"},
 		{"mysql://h1,h2/db", "host"},
 		{"mysql://h/db?keepalive=soon", "parameter keepalive"},
 		{"nats://", "host"},

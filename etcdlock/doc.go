@@ -137,6 +137,20 @@
 // whole seconds (etcd's lease unit; at least the server's minimum lease),
 // plus up to 500 ms.
 //
+// # A cluster
+//
+// Give the client every member's endpoint, and have it ping its
+// connections (clientv3.Config's DialKeepAliveTime, which gRPC raises to
+// at least 10 s, and DialKeepAliveTimeout; Open sets 10 s and 2 s). A member that dies closes its connections, and
+// the client moves its requests and watches to the others at once; one
+// that is frozen or cut off by a partition keeps them open and answers
+// nothing, and without pings the watches on it would hear nothing, leaving
+// the waits to the fallback reads. With the pings, the client drops it
+// within the two durations. Either way grants resume once the others have
+// elected a leader, and the keys of leases whose trust window closed
+// meanwhile are gone: their own Providers delete them, or the server
+// expires them one TTL after the new leader took office.
+//
 // # Servers
 //
 // The client is go.etcd.io/etcd/client/v3 v3.6.8, the newest release that

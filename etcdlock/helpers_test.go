@@ -23,6 +23,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const (
 	testPrefix = "distlock-test/"
 	testTTL    = 2 * time.Second
+	// The clients ping a silent connection as Open's do, so that a frozen
+	// member is dropped (gRPC pings no more often than every 10 s).
+	testKeepAlive        = 10 * time.Second
+	testKeepAliveTimeout = 2 * time.Second
 )
 
 // endpoints returns the test server's client URLs.
@@ -36,9 +40,11 @@ func endpoints(t testing.TB) []string {
 func connect(t testing.TB, eps []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   eps,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
+		Endpoints:            eps,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    testKeepAlive,
+		DialKeepAliveTimeout: testKeepAliveTimeout,
+		Logger:               zap.NewNop(),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })

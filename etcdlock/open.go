@@ -16,8 +16,15 @@ import (
 //	etcd://[user:password@]host[:port][,host[:port]...]
 //
 // Parameters: ttl (WithTTL), prefix (WithPrefix), identity (WithIdentity),
-// timeout (WithTimeout), dial_timeout (the client's, default 5 s). An
-// unknown parameter is an error. opts apply after the URL's settings.
+// timeout (WithTimeout), dial_timeout (the client's, default 5 s),
+// keepalive (default 10 s, the least gRPC allows: it raises a shorter one
+// to 10 s): how long a connection to a member may stay silent before the
+// client pings it; a member that does not answer the ping within 2 s more
+// (frozen, or cut off by a partition) is dropped, so that the client's
+// requests and watches move to the other members. It must also be at
+// least the servers' --grpc-keepalive-min-time (5 s by default), or they
+// close the connection. An unknown parameter is an error. opts apply after
+// the URL's settings.
 //
 // A bad URL is an error matching core.ErrInvalidArgument that names the
 // part at fault. The client dials in the background; the first call on a
@@ -33,8 +40,9 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 	u.Text("prefix", func(p string) { add(WithPrefix(p)) })
 	u.Text("identity", func(id string) { add(WithIdentity(id)) })
 	u.Duration("timeout", func(d time.Duration) { add(WithTimeout(d)) })
-	dial := 5 * time.Second
+	dial, keepalive := 5*time.Second, 10*time.Second
 	u.Duration("dial_timeout", func(d time.Duration) { dial = d })
+	u.Duration("keepalive", func(d time.Duration) { keepalive = d })
 	switch {
 	case u.Scheme != "etcd":
 		return nil, u.Invalid("scheme", "etcdlock opens etcd://, not %s://", u.Scheme)
@@ -46,10 +54,13 @@ func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error)
 		return nil, u.Invalid("path", "etcd:// takes no path: name the key prefix with ?prefix=")
 	case dial <= 0:
 		return nil, u.Invalid("parameter dial_timeout", "%v must be positive", dial)
+	case keepalive <= 0:
+		return nil, u.Invalid("parameter keepalive", "%v must be positive", keepalive)
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
 	}
-	cfg := clientv3.Config{Endpoints: u.Hosts, DialTimeout: dial, Logger: zap.NewNop(), Context: context.WithoutCancel(ctx)}
+	cfg := clientv3.Config{Endpoints: u.Hosts, DialTimeout: dial, Logger: zap.NewNop(), Context: context.WithoutCancel(ctx),
+		DialKeepAliveTime: keepalive, DialKeepAliveTimeout: 2 * time.Second}
 	if u.User != nil {
 		cfg.Username = u.User.Username()
 		cfg.Password, _ = u.User.Password()
