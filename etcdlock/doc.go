@@ -96,7 +96,10 @@
 // until a delete succeeds (at most a second apart), since the Provider's
 // other keys keep the shared lease, and with it that key, alive: so the
 // contenders behind it wait only for the server, never for the Provider's
-// lifetime.
+// lifetime. The delete writes a void mark of the key on its lease in the
+// same transaction, and every write of a key requires that its mark does
+// not exist, so a write that lands after the delete (a frozen member
+// passing it on when it thaws) fails and leaves nothing in line.
 //
 // A process that dies stops the keep-alives: the server deletes its keys
 // one TTL later (at least the server's minimum lease, 2 s with etcd's

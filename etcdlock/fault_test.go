@@ -192,3 +192,36 @@ func TestUnknownWriteOutcome(t *testing.T) {
 	require.NoError(t, g.Release(ctx))
 	require.NoError(t, keep.Release(ctx))
 }
+
+// A write with an unknown outcome may land after its Provider swept the
+// key (a frozen member passing it on when it thaws): the sweep's void mark
+// makes it fail, so it leaves nothing in line.
+func TestLateWriteAfterSweep(t *testing.T) {
+	cli := connect(t, endpoints(t))
+	p, other := newProvider(t), newProvider(t)
+	ctx := ctxT(t, time.Minute)
+	keep, err := p.Mutex(lockName(t)).TryAcquire(ctx) // keeps the lease alive
+	require.NoError(t, err)
+	name := lockName(t)
+	var key string
+	var lease clientv3.LeaseID
+	_, _, _, err = p.queue(name, mutexKind, 1).put(ctx, exclusive,
+		func(ctx context.Context, k string, l clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+			key, lease = k, l
+			return nil, errors.New("the request is still in flight")
+		})
+	require.Error(t, err)
+	require.Eventually(t, func() bool {
+		p.omu.Lock()
+		defer p.omu.Unlock()
+		return len(p.orphans) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the orphan is swept")
+	// The write lands now, with the condition every write of a key carries.
+	resp, err := cli.Txn(ctx).If(p.unvoided(key)).Then(clientv3.OpPut(key, p.Identity(), clientv3.WithLease(lease))).Commit()
+	require.NoError(t, err)
+	assert.False(t, resp.Succeeded, "the late write was applied")
+	g, err := other.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, g.Release(ctx))
+	require.NoError(t, keep.Release(ctx))
+}

@@ -64,7 +64,7 @@ func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session
 // and again until the delete succeeds (orphans.go).
 func (h *handle) giveBack() {
 	if errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
-		h.p.orphan(h.key)
+		h.p.orphan(h.key, h.s.id)
 	}
 }
 
@@ -151,7 +151,7 @@ func (h *handle) release(ctx context.Context) error {
 	ctx, cancel := h.p.ctxFor(ctx)
 	defer cancel()
 	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
-		h.p.orphan(h.key)
+		h.p.orphan(h.key, h.s.id)
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
 	// A lost handle's key is an orphan (giveBack): a sweep may delete its

@@ -2,7 +2,13 @@ package etcdlock
 
 import (
 	"context"
+	"errors"
+	"maps"
+	"strings"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/core/kit"
 )
@@ -22,6 +28,15 @@ import (
 // too) or the Provider closes, whose Close revokes the lease and deletes
 // the keys with it. A contender behind an orphan hears the delete from its
 // watch, as from any release.
+//
+// A write with an unknown outcome may also land after the sweep: a member
+// frozen or cut off with the request in hand can pass it on when it
+// returns, long after the client gave up. So a sweep does not just delete
+// the key: in the same transaction it writes the key's void mark
+// ("<prefix>void/..."), attached to the key's lease, and every write of a
+// key requires that its mark does not exist. A late write then fails, or
+// finds the lease gone and fails too, since the mark lives as long as the
+// lease. Orphans are rare (faults), and their marks go with their lease.
 
 // sweepBackoff spaces the tries of a sweep: the first comes at once, and
 // under a long outage one a second, each bounded by WithTimeout.
@@ -29,9 +44,9 @@ var sweepBackoff = kit.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 
 // orphan records key to be deleted by the sweep, and starts one unless it
 // runs. After Close it does nothing.
-func (p *Provider) orphan(key string) {
+func (p *Provider) orphan(key string, lease clientv3.LeaseID) {
 	p.omu.Lock()
-	p.orphans[key] = struct{}{}
+	p.orphans[key] = lease
 	start := !p.sweeping
 	p.sweeping = true
 	p.omu.Unlock()
@@ -63,13 +78,10 @@ func (p *Provider) sweep() {
 // reports whether none is left, and then marks the sweep over.
 func (p *Provider) deleteOrphans() bool {
 	p.omu.Lock()
-	keys := make([]string, 0, len(p.orphans))
-	for k := range p.orphans {
-		keys = append(keys, k)
-	}
+	keys := maps.Clone(p.orphans)
 	p.omu.Unlock()
-	for _, k := range keys {
-		if !p.deleteKey(k) {
+	for k, lease := range keys {
+		if !p.voidKey(k, lease) {
 			break
 		}
 		p.omu.Lock()
@@ -85,11 +97,29 @@ func (p *Provider) deleteOrphans() bool {
 	return true
 }
 
-func (p *Provider) deleteKey(key string) bool {
+// voidKey deletes key and writes its void mark on lease, in one
+// transaction, and reports whether the key is gone for good: deleted, and
+// never to be written again, or its lease gone, with which it went and with
+// which no write can attach it again.
+func (p *Provider) voidKey(key string, lease clientv3.LeaseID) bool {
 	ctx, cancel := p.ctxFor(p.ctx)
 	defer cancel()
-	_, err := p.cli.Delete(ctx, key)
-	return err == nil
+	_, err := p.cli.Txn(ctx).Then(
+		clientv3.OpPut(p.voidMark(key), "", clientv3.WithLease(lease)),
+		clientv3.OpDelete(key),
+	).Commit()
+	return err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+// voidMark is the name of key's void mark, outside every lock's keys.
+func (p *Provider) voidMark(key string) string {
+	return p.opts.prefix + voidKind + strings.TrimPrefix(key, p.opts.prefix)
+}
+
+// unvoided is the condition of every write of key: its void mark does not
+// exist.
+func (p *Provider) unvoided(key string) clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(p.voidMark(key)), "=", 0)
 }
 
 // spawn runs f on a goroutine that Close waits for. After Close it runs

@@ -46,8 +46,8 @@ type Provider struct {
 	released []released // the latest exclusive releases, oldest first
 
 	omu      sync.Mutex
-	orphans  map[string]struct{} // keys that may stand in line for nobody (orphans.go)
-	sweeping bool                // a sweep runs and deletes them
+	orphans  map[string]clientv3.LeaseID // keys that may stand in line for nobody, and their leases (orphans.go)
+	sweeping bool                        // a sweep runs and deletes them
 
 	wmu      sync.Mutex // guards closed against wg.Add
 	closed   bool
@@ -85,7 +85,7 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck, probe: kit.NewProbe(backend, log, o.observers...),
-		watches: make(map[string]*lockWatch), orphans: make(map[string]struct{})}
+		watches: make(map[string]*lockWatch), orphans: make(map[string]clientv3.LeaseID)}
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the keep-alive's own round trip.
 	margin := o.ttl / 10
@@ -152,6 +152,7 @@ const (
 	rwKind        = "rw/"
 	semaphoreKind = "s/"
 	membersKind   = "members/"
+	voidKind      = "void/" // void marks of orphaned keys (orphans.go)
 )
 
 // queue returns the lock name of kind: its contenders' keys live under

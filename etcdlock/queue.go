@@ -105,7 +105,7 @@ func (q *queue) put(ctx context.Context, r role, txn txnFunc) (key string, s *se
 		s.kill()
 	}
 	if err != nil {
-		q.p.orphan(key)
+		q.p.orphan(key, s.id)
 		return "", nil, nil, err
 	}
 	return key, s, resp, nil
@@ -119,7 +119,7 @@ func (q *queue) take(ctx context.Context, r role) (core.Handle, error) {
 	scope := q.scope(r)
 	key, s, resp, err := q.put(ctx, r, func(ctx context.Context, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 		return q.p.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(scope), "=", 0).WithPrefix()).
+			If(clientv3.Compare(clientv3.CreateRevision(scope), "=", 0).WithPrefix(), q.p.unvoided(key)).
 			Then(clientv3.OpPut(key, q.p.opts.identity, clientv3.WithLease(lease))).
 			Else(clientv3.OpGet(scope, clientv3.WithPrefix(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))).
@@ -160,7 +160,7 @@ func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*conte
 		limit = 1
 	}
 	key, s, resp, err := q.put(ctx, r, func(ctx context.Context, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
-		return q.p.cli.Txn(ctx).Then(
+		return q.p.cli.Txn(ctx).If(q.p.unvoided(key)).Then(
 			clientv3.OpPut(key, q.p.opts.identity, clientv3.WithLease(lease)),
 			clientv3.OpGet(q.scope(r), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 				clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend), clientv3.WithLimit(limit)),
@@ -168,6 +168,10 @@ func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*conte
 	})
 	if err != nil {
 		return nil, err
+	}
+	if !resp.Succeeded {
+		// Only a write swept as an orphan fails its condition.
+		return nil, fmt.Errorf("etcdlock: the key %s of %q was voided before it was written", key, q.name)
 	}
 	rev := resp.Header.Revision
 	c := &contender{q: q, r: r, news: news, rev: rev}
