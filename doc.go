@@ -26,9 +26,7 @@
 //	nats://[user:pass@]host[:port][,host:port...]  natslock: NATS JetStream KV
 //	nats+tls://...                                 the same, requiring TLS
 //	mysql://[user:pass@]host[:port]/database       mysqllock: MySQL or MariaDB user-level locks
-//
-// etcd:// is reserved for etcdlock; until its module can open URLs, Open
-// fails on it with an error matching core.ErrUnsupported.
+//	etcd://[user:pass@]host[:port][,host:port...]  etcdlock: etcd v3, a line of keys per lock
 //
 // # Parameters
 //
@@ -40,29 +38,30 @@
 // such as application_name, which the server checks) on postgres URLs;
 // go-sql-driver/mysql's DSN parameters (tls, readTimeout, ...) on mysql URLs.
 //
-//	parameter       value     backends                                   option
-//	identity        text      file mem redis redlock postgres mysql nats WithIdentity: the holder name core.Inspector reports
-//	ttl             duration  redis redlock nats                         WithTTL: how long a dead holder blocks others
-//	prefix          text      redis redlock                              WithPrefix: the start of every key
-//	renew_interval  duration  redis redlock nats                         WithRenewInterval
-//	drift_margin    duration  redis redlock                              WithDriftMargin
-//	handoff_max     integer   redis postgres mysql nats                  WithLocalHandoff: grants handed on in a row (0: off)
-//	handoff_span    duration  redis postgres mysql nats                  WithLocalHandoff: the longest run of handoffs
-//	min_validity    duration  redlock                                    WithMinValidity
-//	restart_guard   duration  redlock                                    WithRestartGuard
-//	keepalive       duration  postgres mysql                             WithKeepalive: how fast a lost connection is seen
-//	max_conns       integer   postgres mysql                             WithMaxConns: the Provider's own connections
-//	timeout         duration  postgres mysql nats                        WithTimeout: the bound of one statement or request
-//	fence_table     text      postgres mysql                             WithFenceTable (needed for core.Inspector)
-//	fence_sequence  text      postgres mysql                             WithFenceSequence
-//	members_table   text      postgres mysql                             WithMembersTable
-//	bucket          text      nats                                       WithBucket
-//	members_bucket  text      nats                                       WithMembersBucket
-//	member_max_ttl  duration  nats                                       WithMemberMaxTTL
-//	js_domain       text      nats                                       the JetStream domain (jetstream.NewWithDomain)
-//	js_api_prefix   text      nats                                       the JetStream API prefix (jetstream.NewWithAPIPrefix)
-//	connect_timeout duration  nats                                       the dial timeout (nats.Timeout)
-//	check_interval  duration  file                                       WithCheckInterval
+//	parameter       value     backends                                        option
+//	identity        text      file mem redis redlock postgres mysql nats etcd WithIdentity: the holder name core.Inspector reports
+//	ttl             duration  redis redlock nats etcd                         WithTTL: how long a dead holder blocks others
+//	prefix          text      redis redlock etcd                              WithPrefix: the start of every key
+//	renew_interval  duration  redis redlock nats                              WithRenewInterval
+//	drift_margin    duration  redis redlock                                   WithDriftMargin
+//	handoff_max     integer   redis postgres mysql nats                       WithLocalHandoff: grants handed on in a row (0: off)
+//	handoff_span    duration  redis postgres mysql nats                       WithLocalHandoff: the longest run of handoffs
+//	min_validity    duration  redlock                                         WithMinValidity
+//	restart_guard   duration  redlock                                         WithRestartGuard
+//	keepalive       duration  postgres mysql etcd                             WithKeepalive (etcd: the client's gRPC keepalive): how fast a lost connection is seen
+//	max_conns       integer   postgres mysql                                  WithMaxConns: the Provider's own connections
+//	timeout         duration  postgres mysql nats etcd                        WithTimeout: the bound of one statement or request
+//	fence_table     text      postgres mysql                                  WithFenceTable (needed for core.Inspector)
+//	fence_sequence  text      postgres mysql                                  WithFenceSequence
+//	members_table   text      postgres mysql                                  WithMembersTable
+//	bucket          text      nats                                            WithBucket
+//	members_bucket  text      nats                                            WithMembersBucket
+//	member_max_ttl  duration  nats                                            WithMemberMaxTTL
+//	js_domain       text      nats                                            the JetStream domain (jetstream.NewWithDomain)
+//	js_api_prefix   text      nats                                            the JetStream API prefix (jetstream.NewWithAPIPrefix)
+//	connect_timeout duration  nats                                            the dial timeout (nats.Timeout)
+//	dial_timeout    duration  etcd                                            the dial timeout (clientv3.Config.DialTimeout, default 5s)
+//	check_interval  duration  file                                            WithCheckInterval
 //
 // Each option's documentation, in its backend's package, gives its default
 // and its bounds; a value out of bounds is an error from Open as from New.

@@ -11,8 +11,8 @@ import (
 
 // FuzzOpen feeds Open any string, with a context already cancelled so that
 // a URL that parses stops before any I/O. Open must not panic, return
-// (nil, nil) or a Provider; its error must match core.ErrInvalidArgument,
-// core.ErrUnsupported (etcd://) or the context's error. The seeds
+// (nil, nil) or a Provider; its error must match core.ErrInvalidArgument
+// or the context's error. The seeds
 // run with every go test.
 func FuzzOpen(f *testing.F) {
 	for _, seed := range []string{

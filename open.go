@@ -2,13 +2,13 @@ package distlock
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/core/memlock"
+	"github.com/distlock/distlock/etcdlock"
 	"github.com/distlock/distlock/filelock"
 	"github.com/distlock/distlock/mysqllock"
 	"github.com/distlock/distlock/natslock"
@@ -46,9 +46,7 @@ var openers = map[string]opener{
 	"nats":           open(natslock.Open),
 	"nats+tls":       open(natslock.Open),
 	"mysql":          open(mysqllock.Open),
-	// Backends whose openers are still to come: their modules' Open goes
-	// here, in place of notYet.
-	"etcd": notYet("etcdlock"),
+	"etcd":           open(etcdlock.Open),
 }
 
 // open adapts a backend's Open, whose options stay at their URL values.
@@ -59,17 +57,6 @@ func open[P Provider, O any](f func(context.Context, string, ...O) (P, error)) o
 			return nil, err // not p: a nil *P in an interface is not nil
 		}
 		return p, nil
-	}
-}
-
-func notYet(module string) opener {
-	return func(_ context.Context, rawURL string) (Provider, error) {
-		u, err := kit.ParseURL(rawURL)
-		if err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: URL %s: scheme: %s:// is the %s module's, which cannot open URLs yet",
-			core.ErrUnsupported, u, u.Scheme, module)
 	}
 }
 

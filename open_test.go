@@ -37,6 +37,7 @@ func serverURLs(t *testing.T) map[string]string {
 		"postgresql":    "postgresql" + strings.TrimPrefix(pg, "postgres"),
 		"nats":          locktest.RequireEnv(t, "DISTLOCK_NATS_URL") + "?bucket=distlock_meta&ttl=5s",
 		"mysql":         "mysql://" + my.User + "@" + my.Addr + "/" + my.DBName + "?identity=meta",
+		"etcd":          "etcd://" + locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS") + "?ttl=5s&prefix=meta/&keepalive=12s",
 	}
 }
 
@@ -118,6 +119,11 @@ func TestOpenBadURL(t *testing.T) {
 		{"redis://h:notaport", "host"},
 		{"postgres:///db", "host"},
 		{"mysql://h", "path"},
+		{"etcd://", "host"},
+		{"etcd://h:2379/x", "path"},
+		{"etcd://h:2379?ttl=soon", "parameter ttl"},
+		{"etcd://h:2379?bucket=b", "parameter bucket"},
+		{"etcd://h:2379?keepalive=0s", "parameter keepalive"},
 		{"mysql://h1,h2/db", "host"},
 		{"mysql://h/db?keepalive=soon", "parameter keepalive"},
 		{"nats://", "host"},
@@ -150,11 +156,6 @@ func TestOpenBadURL(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "hunter2") {
 			t.Errorf("Open(%q): the error shows the password: %v", c.url, err)
-		}
-	}
-	for _, url := range []string{"etcd://h:2379"} {
-		if _, err := distlock.Open(bg(), url); !errors.Is(err, core.ErrUnsupported) || errors.Is(err, core.ErrInvalidArgument) {
-			t.Errorf("Open(%q) = %v, want ErrUnsupported alone", url, err)
 		}
 	}
 }

@@ -2,13 +2,15 @@
 # Throwaway backend servers for distlock's tests (see ARCHITECTURE.md, "Tests and tools").
 #
 #   scripts/services.sh start <statedir>   start 5x redis, a 3-node Redis Cluster, 1x PostgreSQL,
-#                                          1x NATS (JetStream), 1x MariaDB
+#                                          1x NATS (JetStream), 1x MariaDB, 1x etcd, a 3-member
+#                                          etcd cluster
 #   scripts/services.sh stop  <statedir>   stop everything recorded in <statedir>
 #   scripts/services.sh ensure             only install missing server binaries
 #
 # `start` writes <statedir>/env with export lines for the tests:
 #   DISTLOCK_REDIS_ADDRS, DISTLOCK_REDIS_CLUSTER_ADDRS, DISTLOCK_PG_URL,
-#   DISTLOCK_NATS_URL, DISTLOCK_MYSQL_DSN, DISTLOCK_REQUIRE_SERVERS.
+#   DISTLOCK_NATS_URL, DISTLOCK_MYSQL_DSN, DISTLOCK_ETCD_ENDPOINTS,
+#   DISTLOCK_ETCD_CLUSTER_ENDPOINTS, DISTLOCK_REQUIRE_SERVERS.
 # Every server listens on 127.0.0.1 on a random free port and keeps all of its
 # state in <statedir>, so several runs can coexist and nothing touches the
 # machine's own (system) servers.
@@ -16,6 +18,7 @@ set -euo pipefail
 
 REDIS_COUNT=5
 REDIS_CLUSTER_COUNT=3 # masters of one Redis Cluster, besides the 5 servers
+ETCD_CLUSTER_COUNT=3  # members of one etcd cluster, besides the single member
 START_TIMEOUT=${DISTLOCK_SERVICES_TIMEOUT:-30} # seconds to wait for each server
 # Ports come from 20000 up to the kernel's ephemeral range (usually from
 # 32768), which outgoing connections use: a port there can be taken by a
@@ -89,6 +92,7 @@ missing_packages() {
 	# psql runs polllease's inspection recipes (tests/polllease_inspect_test.go).
 	command -v psql >/dev/null 2>&1 || pkgs+=(postgresql-client)
 	missing_mysql_packages pkgs
+	find_bin etcd >/dev/null || pkgs+=(etcd-server)
 	# `go test -race` needs cgo, hence a C compiler.
 	command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || pkgs+=(gcc libc6-dev)
 	echo "${pkgs[*]}"
@@ -134,7 +138,7 @@ ensure() {
 	# Belt and braces: if a system service got started anyway, stop it; it
 	# would only hold memory (we never use the default ports).
 	local svc
-	for svc in redis-server nats-server postgresql mariadb; do
+	for svc in redis-server nats-server postgresql mariadb etcd; do
 		if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$svc" 2>/dev/null; then
 			systemctl stop "$svc" >/dev/null 2>&1 || true
 			systemctl disable "$svc" >/dev/null 2>&1 || true
@@ -485,6 +489,109 @@ nats_ready() {
 	[[ $line == INFO* && $line == *'"jetstream":true'* ]]
 }
 
+# -------------------------------------------------------------------- etcd --
+
+# start_etcd STATE NAME N: an etcd cluster of N members (N = 1: a single
+# member) on free ports (clients, peers), in STATE/NAME/m1..mN. Sets
+# ETCD_STARTED to the members' client addresses, comma-separated.
+start_etcd() {
+	local state=$1 name=$2 n=$3 etcd attempt i ok cluster
+	local -a ports peers
+	etcd=$(find_bin etcd) || die "etcd not found"
+	for attempt in 1 2 3 4 5; do
+		cluster=""
+		for ((i = 1; i <= n; i++)); do
+			pick_port
+			ports[i]=$FREE_PORT
+			pick_port
+			peers[i]=$FREE_PORT
+			cluster+="${cluster:+,}$name$i=http://127.0.0.1:${peers[i]}"
+		done
+		for ((i = 1; i <= n; i++)); do
+			start_etcd_member "$etcd" "$state/$name/m$i" "$name$i" "${ports[i]}" "${peers[i]}" "$cluster"
+		done
+		ok=1
+		for ((i = 1; i <= n; i++)); do
+			wait_for etcd_ready "$(cat "$state/$name/m$i/pid")" "${ports[i]}" || ok=0
+		done
+		if ((ok)); then
+			ETCD_STARTED=""
+			for ((i = 1; i <= n; i++)); do
+				ETCD_STARTED+="${ETCD_STARTED:+,}127.0.0.1:${ports[i]}"
+			done
+			return 0
+		fi
+		log "etcd $name did not start (attempt $attempt)"
+		for ((i = 1; i <= n; i++)); do
+			log_tail "$state/$name/m$i/etcd.log"
+		done
+		stop_etcd "$state" "$name"
+	done
+	die "etcd $name failed to start"
+}
+
+# start_etcd_member ETCD DIR NAME PORT PEER CLUSTER: one member, its pid in
+# DIR. Its data directory lives in shared memory when the machine has one:
+# a throwaway member needs no durability, and a WAL fsync on a loaded disk
+# costs every write milliseconds. The path is recorded for stop_etcd.
+start_etcd_member() {
+	local etcd=$1 dir=$2 name=$3 port=$4 peer=$5 cluster=$6 data
+	mkdir -p "$dir"
+	data=$dir/data
+	if [[ -d /dev/shm && -w /dev/shm ]]; then
+		data=$(mktemp -d /dev/shm/distlock-etcd.XXXXXX)
+		echo "$data" >"$dir/shmdata"
+	fi
+	# Own session, all fds redirected, as for nats-server.
+	setsid "$etcd" --name "$name" --data-dir "$data" --logger zap \
+		--listen-client-urls "http://127.0.0.1:$port" --advertise-client-urls "http://127.0.0.1:$port" \
+		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+		--initial-cluster "$cluster" --initial-cluster-state new \
+		</dev/null >>"$dir/etcd.log" 2>&1 &
+	echo "$!" >"$dir/pid"
+}
+
+# Ready when our process runs and its /health says so (the member has a
+# leader); 2 when the process already died.
+etcd_ready() {
+	local pid=$1 port=$2 body
+	pid_alive "$pid" || return 2
+	# Subshell: a failed connect must not take the script down.
+	body=$(
+		exec 3<>"/dev/tcp/127.0.0.1/$port" || exit 1
+		printf 'GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+		timeout 2 cat <&3
+	) || return 1
+	[[ $body == *'"health":"true"'* ]]
+}
+
+# etcd_running STATE NAME: every member of NAME runs.
+etcd_running() {
+	local f n=0
+	for f in "$1/$2"/m*/pid; do
+		[[ -f $f ]] && pid_alive "$(cat "$f")" || return 1
+		n=$((n + 1))
+	done
+	((n > 0))
+}
+
+# stop_etcd STATE NAME: stop every member of NAME and drop its data.
+stop_etcd() {
+	local m pid
+	for m in "$1/$2"/m*; do
+		[[ -d $m ]] || continue
+		if [[ -f $m/pid ]]; then
+			pid=$(cat "$m/pid")
+			pid_is "$pid" etcd && kill_pid "$pid"
+			rm -f "$m/pid"
+		fi
+		if [[ -f $m/shmdata ]]; then
+			rm -rf "$(cat "$m/shmdata")"
+			rm -f "$m/shmdata"
+		fi
+	done
+}
+
 # ------------------------------------------------------------------ mysql --
 
 # missing_mysql_packages ARRAY: appends the Debian package of MariaDB's
@@ -607,6 +714,10 @@ cmd_start() {
 	start_pg "$state"
 	start_nats "$state"
 	start_mysql "$state"
+	start_etcd "$state" etcd 1
+	ETCD_ENDPOINTS=$ETCD_STARTED
+	start_etcd "$state" etcdc "$ETCD_CLUSTER_COUNT"
+	ETCD_CLUSTER_ENDPOINTS=$ETCD_STARTED
 
 	cat >"$state/env.tmp" <<EOF
 export DISTLOCK_REDIS_ADDRS=$REDIS_ADDRS
@@ -614,6 +725,8 @@ export DISTLOCK_REDIS_CLUSTER_ADDRS=$REDIS_CLUSTER_ADDRS
 export DISTLOCK_PG_URL='$PG_URL'
 export DISTLOCK_NATS_URL=$NATS_URL
 export DISTLOCK_MYSQL_DSN='$MYSQL_DSN'
+export DISTLOCK_ETCD_ENDPOINTS=$ETCD_ENDPOINTS
+export DISTLOCK_ETCD_CLUSTER_ENDPOINTS=$ETCD_CLUSTER_ENDPOINTS
 export DISTLOCK_REQUIRE_SERVERS=1
 export DISTLOCK_PG_BINDIR=$PG_BINDIR
 EOF
@@ -637,7 +750,7 @@ cmd_start_guarded() {
 		log "stale services in $state: restarting"
 		cmd_stop "$state"
 	fi
-	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats" "$state/mysql"
+	rm -rf "$state"/redis[0-9]* "$state"/redisc[0-9]* "$state/pg" "$state/nats" "$state/mysql" "$state/etcd" "$state/etcdc"
 	(cmd_start "$state") || rc=$?
 	if ((rc != 0)); then
 		log "start failed; stopping what was started"
@@ -656,6 +769,8 @@ all_running() {
 	((n == REDIS_COUNT + REDIS_CLUSTER_COUNT + 1)) || return 1
 	f=$state/pg/data/postmaster.pid
 	[[ -f $f ]] && pid_alive "$(head -n 1 "$f")" || return 1
+	etcd_running "$state" etcd || return 1
+	etcd_running "$state" etcdc || return 1
 	mysql_running "$state"
 }
 
@@ -665,6 +780,8 @@ cmd_stop() {
 	local state=$1 f pid
 	[[ -d $state ]] || return 0
 	stop_mysql "$state"
+	stop_etcd "$state" etcd
+	stop_etcd "$state" etcdc
 	stop_pg "$state"
 	if [[ -f $state/nats/pid ]]; then
 		pid=$(cat "$state/nats/pid")

@@ -74,6 +74,7 @@ var electionBackends = []electionBackend{
 	{name: "postgres", locker: pgElectionLocker},
 	{name: "nats", locker: natsElectionLocker, takeover: electionTTL},
 	{name: "mysql", locker: mysqlElectionLocker},
+	{name: "etcd", locker: etcdElectionLocker, takeover: electionTTL},
 }
 
 func fileElectionLocker(t testing.TB, name string) core.Locker {
@@ -436,6 +437,7 @@ func TestElectionStoreOutage(t *testing.T) {
 		{"mysql", launch.MySQL, launch.Server.Kill, launch.Server.Start, mysqlLockerAt, false},
 		{"nats", launch.NATS, launch.Server.Pause, launch.Server.Resume,
 			func(t testing.TB, addr, name string) core.Locker { return natsLockerAt(t, "nats://"+addr, name) }, true},
+		{"etcd", launch.Etcd, launch.Server.Pause, launch.Server.Resume, etcdLockerAt, true},
 	}
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {

@@ -581,6 +581,7 @@ func TestPollLeaseBackends(t *testing.T) {
 			}
 		}},
 		{"mysql", plMySQLBackend},
+		{"etcd", etcdPollLease},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ import (
 const (
 	envWorker   = "DISTLOCK_TORTURE_WORKER"   // the worker's number
 	envResource = "DISTLOCK_TORTURE_RESOURCE" // base URL of the fenced resource
-	envBackend  = "DISTLOCK_TORTURE_BACKEND"  // file, redis, sentinel, redlock, postgres, nats or mysql
+	envBackend  = "DISTLOCK_TORTURE_BACKEND"  // file, redis, sentinel, redlock, postgres, nats, mysql or etcd
 	envAddr     = "DISTLOCK_TORTURE_ADDR"     // directory, address(es) or URL of the backend
 	envTTL      = "DISTLOCK_TORTURE_TTL"      // lease TTL, as time.ParseDuration reads it
 	envLock     = "DISTLOCK_TORTURE_LOCK"     // the lock's name
@@ -153,6 +153,8 @@ func open(kind, addr, client string, ttl time.Duration) (*opened, error) {
 		return &opened{p: p, close: func() { _ = p.Close(); nc.Close() }}, nil
 	case "mysql":
 		return openMySQL(addr)
+	case "etcd":
+		return openEtcd(addr, ttl)
 	case "unlocked", "unfenced":
 		return &opened{p: brokenProvider{fenced: kind == "unlocked"}, close: func() {}}, nil
 	}

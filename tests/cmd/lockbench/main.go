@@ -10,8 +10,8 @@
 // Cases are interleaved round by round so machine noise hits all alike.
 // Servers come from the same environment variables as the tests
 // (DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL,
-// DISTLOCK_MYSQL_DSN); a backend whose variable is unset is left out. Run
-// it from the repository root:
+// DISTLOCK_MYSQL_DSN, DISTLOCK_ETCD_ENDPOINTS); a backend whose variable is
+// unset is left out. Run it from the repository root:
 //
 //	make services-up && . .services/env && go run ./tests/cmd/lockbench
 package main

@@ -12,7 +12,7 @@ import (
 
 // sources lists every backend's cases; each backend's file defines its own.
 func sources() []source {
-	return []source{fileCases, redisCases, redlockCases, pgCases, natsCases, mysqlCases}
+	return []source{fileCases, redisCases, redlockCases, pgCases, natsCases, mysqlCases, etcdCases}
 }
 
 func sortDur(d []time.Duration) { slices.Sort(d) }

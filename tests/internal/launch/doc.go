@@ -1,4 +1,4 @@
-// Package launch starts throwaway Redis, PostgreSQL, NATS and MariaDB
+// Package launch starts throwaway Redis, PostgreSQL, NATS, MariaDB and etcd
 // servers for fault tests: servers a test owns and may kill, pause
 // (SIGSTOP) and restart without disturbing the shared servers that `make
 // test` starts for the other tests.
@@ -22,6 +22,9 @@
 // Sentinel starts a Redis deployment under Sentinel (a master, its replica
 // and three Sentinels run as `redis-server --sentinel` with a generated
 // configuration) from the local redis-server on either engine.
+//
+// etcd always runs from the local binary (Debian's etcd-server), whichever
+// engine runs the others.
 //
 // DISTLOCK_LAUNCHER=local or =docker forces an engine. Every server listens
 // on 127.0.0.1 only, on a free port, keeps its state in a temporary

@@ -1,0 +1,165 @@
+// Package etcdlock is the distlock backend on etcd (v3 API, through
+// go.etcd.io/etcd/client/v3): mutexes, reader-writer locks and semaphores
+// granted in arrival order, with fencing tokens, one lease per Provider and
+// watch-driven waiting, plus core.Membership and a Holder lookup.
+//
+//	cli, _ := clientv3.New(clientv3.Config{Endpoints: []string{"localhost:2379"}})
+//	p, err := etcdlock.New(cli, etcdlock.WithTTL(15*time.Second))
+//	...
+//	defer p.Close()
+//	err = core.Do(ctx, p.Mutex("orders/42"), func(ctx context.Context) error {
+//		return work(ctx) // ctx ends if the lock is lost
+//	})
+//
+// # How a lock is held
+//
+// A lock is a line of keys under "<prefix><kind><kit.SafeName(name)>/"
+// (WithPrefix, default "distlock/"; kind "m/" for a Mutex, "rw/" for an
+// RWMutex, "s/" for a Semaphore, so the three of one name are distinct
+// locks). Every acquire writes a key of its own, holding the Provider's
+// identity (WithIdentity) and attached to the Provider's lease, and the
+// keys line up by create revision, which etcd makes strictly increasing
+// across all keys. A contender is admitted by the keys ahead of it: a
+// mutex's or a writer's when there is none, a reader's when there is no
+// writer's, a semaphore's when fewer than max are ahead. Keys ahead of a
+// contender can only go (released, given up, expired), never come, so an
+// admitted contender stays admitted and grants follow arrival order.
+// Release deletes the key; its name is unique to the grant, so a stale
+// handle never frees another's.
+//
+// The fencing token is the key's create revision: grants are made in
+// create revision order, so every grant's token is larger than every
+// earlier grant's, of every name (etcd's revision is one counter for the
+// whole store). It survives restarts and leader changes (the revision is
+// replicated and persisted), not a store re-created from scratch.
+//
+// # Waiting
+//
+// TryAcquire of a mutex, a writer or a reader is one transaction that
+// writes the key only if nothing is ahead, so a busy lock costs one round
+// trip and leaves nothing behind; a semaphore's writes its key and counts
+// the keys ahead in one transaction, and deletes the key again when max
+// are ahead. Acquire writes its key and reads the key right ahead in one
+// transaction. When it must wait, it waits for the deletion of that key,
+// the one it queues behind (for a reader, the last writer ahead); the
+// deletion of any other key changes nothing for it, so a release wakes
+// only the contender right behind it. That contender is admitted without a
+// request when the key was the only one ahead of it, or was a grant of the
+// same Provider; otherwise it reads the queue again (one round trip) and
+// waits for the next key ahead. A waiting semaphore contender counts the
+// deletions ahead of it instead, since any release can admit it; none of
+// the waiters makes a request until it is admitted.
+//
+// A Provider hears the deletions through one etcd watch per lock it waits
+// for, shared by its waits for that lock: it starts from the revision of
+// the earliest read it serves, so nothing between a read and the watch
+// goes unseen, replays its latest deletions to a wait that joins it late,
+// and stops a second after the last wait. Each release thus reaches each
+// Provider that waits for the lock once, whatever the number of its
+// waits. The release of a grant tells the contender of the same Provider
+// right behind it at once, before its delete is even sent: the grant
+// proved that nothing was ahead of it, and every other contender is behind
+// that one, so no one else can be admitted meanwhile. A wait that hears
+// nothing reads the queue again, first after 0.5 to 1 s, then at growing
+// intervals up to 10 s, which only bounds what a stalled watch could cost;
+// a read that fails is tried again within a second.
+// A wait that ends without a grant deletes its key before it returns.
+//
+// There is no local handoff (WithLocalHandoff in other backends): a
+// handoff lets a waiter of the releasing process pass the waiters of
+// other processes queued before it, which breaks arrival order, and a
+// grant made out of order would carry a token smaller than one granted
+// before it. The queue already hands a released lock to the next
+// contender of the same Provider at once, and to one of another process
+// in one delete and one watch event.
+//
+// # The lease and lost locks
+//
+// A Provider writes every key with one etcd lease, granted by the first
+// acquire and kept alive by the Provider's kit.Keeper: one keep-alive per
+// renewal interval (TTL/3) for all the keys it holds or waits with. A
+// handle is trusted until the start of the lease's last successful
+// keep-alive + TTL − TTL/10 (the trust window); its context ends with
+// core.ErrLockLost when the window closes without a keep-alive (a dead or
+// partitioned server), when a keep-alive finds the lease gone, or when the
+// key is deleted: a grant's key is watched from 10 ms after the grant (a
+// watch costs about what a grant does, and most grants are released
+// sooner; a deletion in between is heard as soon as the watch starts,
+// since it replays from the key's creation). A lease past its trust window
+// is never kept alive again, even if the server kept it (a restart restores
+// leases): new keys go to a new lease, and the keys of lost grants expire.
+// A key that may stand in line for nobody (a lost grant's, a release's
+// whose delete failed, an acquire's whose write had an unknown outcome: the
+// connection broke or the timeout passed with the request sent, and a
+// cluster may still apply it, as when the member that took it dies and a
+// new leader commits it) is deleted at once by its Provider, and again
+// until a delete succeeds (at most a second apart), since the Provider's
+// other keys keep the shared lease, and with it that key, alive: so the
+// contenders behind it wait only for the server, never for the Provider's
+// lifetime. The delete writes a void mark of the key on its lease in the
+// same transaction, and every write of a key requires that its mark does
+// not exist, so a write that lands after the delete (a frozen member
+// passing it on when it thaws) fails and leaves nothing in line.
+//
+// A process that dies stops the keep-alives: the server deletes its keys
+// one TTL later (at least the server's minimum lease, 2 s with etcd's
+// defaults; etcd checks for expired leases every 500 ms), and the
+// contenders behind them hear it from their watches. Close revokes the
+// lease, which frees everything the Provider held or waited for at once.
+// An Acquire whose key is lost while it waits (its lease expired during an
+// outage) writes a new key, at the end of the line. Every request for a
+// call of the caller's is bounded by WithTimeout (default 5 s), so a dead
+// server gives the client's error, never an error matching
+// core.ErrNotAcquired; a write is not cut short by the caller's context,
+// since a write cancelled in flight could land after the delete meant to
+// undo it.
+//
+// # Cost
+//
+// TryAcquire and Release: one round trip each (a busy semaphore's
+// TryAcquire, two). Acquire: one round trip, then waiting that costs no
+// request when the key ahead was the only one or its own Provider's grant,
+// one read per handover otherwise; one watch per lock and Provider while
+// it waits. Keep-alive: one round trip per TTL/3 per Provider,
+// however many locks it holds. etcd's index keeps every name a key range
+// has held until the next compaction, and each transaction on a lock walks
+// the names of its range; a Provider reuses the names of its deleted keys,
+// so a lock's range stays near the peak number of its contenders, but run
+// etcd with auto-compaction (as every deployment should) so that other
+// clients' keys do not pile up.
+//
+// # Membership
+//
+// Register, Deregister and Members implement core.Membership (and Heartbeat
+// core.Heartbeater): a member is the key
+// "<prefix>members/<SafeName(group)>/<SafeName(id)>", attached to a lease
+// of its own with the member's ttl, granted by each Register (two round
+// trips; Heartbeat lists the group in the same transaction as the put). The
+// server deletes the key when the lease expires, so a member that stops
+// registering is dropped its ttl after its last Register, rounded up to
+// whole seconds (etcd's lease unit; at least the server's minimum lease),
+// plus up to 500 ms.
+//
+// # A cluster
+//
+// Give the client every member's endpoint, and have it ping its
+// connections (clientv3.Config's DialKeepAliveTime, which gRPC raises to
+// at least 10 s, and DialKeepAliveTimeout; Open sets 10 s and 2 s). A member that dies closes its connections, and
+// the client moves its requests and watches to the others at once; one
+// that is frozen or cut off by a partition keeps them open and answers
+// nothing, and without pings the watches on it would hear nothing, leaving
+// the waits to the fallback reads. With the pings, the client drops it
+// within the two durations. Either way grants resume once the others have
+// elected a leader, and the keys of leases whose trust window closed
+// meanwhile are gone: their own Providers delete them, or the server
+// expires them one TTL after the new leader took office.
+//
+// # Servers
+//
+// The client is go.etcd.io/etcd/client/v3 v3.6.8, the newest release that
+// builds with Go 1.24; it is tested against etcd 3.4.23 (Debian's
+// etcd-server), a single member and a three-member cluster (Providers on
+// different members; the leader killed under contention), and uses
+// nothing newer than the etcd 3.3 API (range compares, watches from a
+// revision with previous values).
+package etcdlock

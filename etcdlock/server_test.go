@@ -1,0 +1,127 @@
+package etcdlock
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core/locktest"
+)
+
+// server is an etcd member of the test's own, on free loopback ports with
+// its own data directory, for fault tests that must stop, freeze or
+// restart it.
+type server struct {
+	t          testing.TB
+	bin        string
+	dir        string
+	name       string
+	cluster    string // the initial cluster: "name=peer URL,..."
+	port, peer int
+	cmd        *exec.Cmd
+	out        strings.Builder
+}
+
+// startServer starts a single member.
+func startServer(t testing.TB) *server {
+	t.Helper()
+	s := startCluster(t, 1)[0]
+	return s
+}
+
+// startCluster starts a cluster of n members and returns once each serves
+// requests.
+func startCluster(t testing.TB, n int) []*server {
+	t.Helper()
+	// Run where the shared server runs (make test), which installs etcd.
+	locktest.RequireEnv(t, "DISTLOCK_ETCD_ENDPOINTS")
+	bin := locktest.RequireBinary(t, "etcd")
+	ss := make([]*server, n)
+	peers := make([]string, n)
+	for i := range ss {
+		ss[i] = &server{t: t, bin: bin, dir: t.TempDir(), name: fmt.Sprintf("m%d", i), port: freePort(t), peer: freePort(t)}
+		peers[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", ss[i].name, ss[i].peer)
+	}
+	for _, s := range ss {
+		s.cluster = strings.Join(peers, ",")
+		s.launch()
+		t.Cleanup(s.stop)
+	}
+	for _, s := range ss {
+		s.awaitReady()
+	}
+	return ss
+}
+
+func freePort(t testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (s *server) endpoints() []string { return []string{fmt.Sprintf("127.0.0.1:%d", s.port)} }
+
+// start starts the member again, after stop, on the same ports and data,
+// and returns once it serves requests.
+func (s *server) start() {
+	s.t.Helper()
+	s.launch()
+	s.awaitReady()
+}
+
+func (s *server) launch() {
+	s.t.Helper()
+	client := fmt.Sprintf("http://127.0.0.1:%d", s.port)
+	peer := fmt.Sprintf("http://127.0.0.1:%d", s.peer)
+	s.cmd = exec.Command(s.bin, "--name", s.name, "--data-dir", filepath.Join(s.dir, "data"), "--logger", "zap",
+		"--listen-client-urls", client, "--advertise-client-urls", client,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", s.cluster)
+	s.out.Reset()
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	require.NoError(s.t, s.cmd.Start())
+}
+
+// awaitReady waits until the member answers a read; each try waits up to
+// a second for the member.
+func (s *server) awaitReady() {
+	s.t.Helper()
+	cli := connect(s.t, s.endpoints())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "health")
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			s.t.Fatalf("etcd %s did not start: %v\n%s", s.name, err, s.out.String())
+		}
+	}
+}
+
+// stop kills the member, as a crash would.
+func (s *server) stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	s.cmd = nil
+}
+
+// freeze stops the member's process (SIGSTOP) until thaw: it keeps its
+// connections but answers nothing.
+func (s *server) freeze() { require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGSTOP)) }
+func (s *server) thaw()   { require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGCONT)) }
