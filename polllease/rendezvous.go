@@ -101,7 +101,7 @@ func Floor(targets, members int, loadFactor float64) int {
 // it, only those members. So a target leaves its first choice only for a
 // bound, a member joining takes mostly the targets that rank it first
 // (about targets/members of them), and a member leaving moves mostly its
-// own targets; the figures are in the tests (rendezvous_test.go).
+// own targets; TestAssignRandomFleets measures both over random fleets.
 //
 // The cost is O(T·M·log(T·M)) for T targets and M members.
 func Assign(targets, members []string, loadFactor float64) map[string]string {
@@ -140,32 +140,32 @@ func Assign(targets, members []string, loadFactor float64) map[string]string {
 }
 
 // preferences returns each target with the members in descending order of
-// its rank among the targets in their own score order (ties, which only
-// ranks of different members can make, by raw score, then by name).
+// weight: the target's rank among the targets in the member's own score
+// order, then the score (ties, which only ranks of different members can
+// make), then the member's name.
 func preferences(targets, members []string) candidates {
-	ranks := make([][]uint32, len(members))
-	scores := make([][]uint64, len(members))
-	order := make([]int, len(targets))
+	type scored struct {
+		score  uint64
+		target int
+	}
+	byScore := make([]scored, len(targets))
+	ranks := make([]ranked, len(targets)*len(members)) // target i's candidates at [i×M, (i+1)×M)
 	for j, m := range members {
-		scores[j] = make([]uint64, len(targets))
 		for i, t := range targets {
-			scores[j][i] = score(m, t)
-			order[i] = i
+			byScore[i] = scored{score(m, t), i}
 		}
-		slices.SortFunc(order, func(a, b int) int {
-			return cmp.Or(cmp.Compare(scores[j][a], scores[j][b]), cmp.Compare(a, b))
+		slices.SortFunc(byScore, func(a, b scored) int {
+			return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.target, b.target))
 		})
-		ranks[j] = make([]uint32, len(targets))
-		for r, i := range order {
-			ranks[j][i] = uint32(r)
+		for r, s := range byScore {
+			// The rank above the score's top 40 bits: one comparison
+			// orders by rank, then score.
+			ranks[s.target*len(members)+j] = ranked{member: j, weight: uint64(r)<<40 | s.score>>24}
 		}
 	}
 	q := make(candidates, len(targets))
 	for i, t := range targets {
-		c := &candidate{target: t, ranked: make([]ranked, len(members))}
-		for j := range members {
-			c.ranked[j] = ranked{member: j, rank: ranks[j][i], score: scores[j][i]}
-		}
+		c := &candidate{target: t, ranked: ranks[i*len(members) : (i+1)*len(members)]}
 		slices.SortFunc(c.ranked, func(a, b ranked) int { return b.compare(a) })
 		q[i] = c
 	}
@@ -179,17 +179,16 @@ func dedup(s []string) []string {
 }
 
 // ranked is a member (its index in the sorted members) as a candidate for
-// one target: the target's rank in the member's score order, and the score.
+// one target, with the pair's weight (see preferences).
 type ranked struct {
 	member int
-	rank   uint32
-	score  uint64
+	weight uint64
 }
 
-// compare orders candidates by rank, then score, then member index, which
-// follows the members' names.
+// compare orders candidates by weight, then by member index, the lower
+// (the name first in order) weighing more.
 func (r ranked) compare(o ranked) int {
-	return cmp.Or(cmp.Compare(r.rank, o.rank), cmp.Compare(r.score, o.score), cmp.Compare(o.member, r.member))
+	return cmp.Or(cmp.Compare(r.weight, o.weight), cmp.Compare(o.member, r.member))
 }
 
 type candidate struct {
