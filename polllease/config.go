@@ -78,7 +78,8 @@ type Config struct {
 	// Default 30 s.
 	MinHold time.Duration
 	// LoadFactor bounds the load: no instance is assigned more than
-	// ⌈LoadFactor × targets / instances⌉ targets, nor fewer than Floor's
+	// Capacity's ⌊LoadFactor × targets / instances⌋ targets (at least the
+	// even share rounded up), nor fewer than Floor's
 	// ⌈(2 − LoadFactor) × targets / instances⌉ (at most the even share).
 	// Default 1.2; must be ≥ 1.
 	LoadFactor float64

@@ -159,12 +159,19 @@ func TestFleetBalanceChurnAndStop(t *testing.T) {
 	require.NoError(t, f.Stop(gone))
 	took = waitFor(t, "covered after a graceful stop", 10*time.Second, f.covered)
 	t.Logf("graceful stop: covered again after %v", took)
+	// Only the leaver's targets move, besides those the assignment itself
+	// moves to keep the load bounds (a few at most).
+	after := Assign(targets, f.IDs(), DefaultLoadFactor)
+	reassigned := 0
 	for tg, ids := range f.Owners() {
 		// A target nobody held at the snapshot (between owners) says nothing.
-		if len(before[tg]) > 0 && before[tg][0] != gone {
-			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed", tg)
+		if len(before[tg]) > 0 && before[tg][0] != gone && before[tg][0] != after[tg] {
+			reassigned++
+		} else if len(before[tg]) > 0 && before[tg][0] != gone {
+			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed and it is still assigned there", tg)
 		}
 	}
+	assert.LessOrEqual(t, reassigned, len(targets)/20, "targets of staying instances that the leave reassigned")
 	for _, e := range f.eventsOf(EventReleased, stopAt) {
 		if e.Instance == gone {
 			assert.Equal(t, ReasonStop, e.Reason)

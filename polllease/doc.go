@@ -26,10 +26,11 @@
 //     instances do not tick together) it heartbeats and lists the live
 //     members in one call (core.Heartbeat), re-reads the targets
 //     (Config.Targets), and computes the assignment: rendezvous (highest
-//     random weight) hashing of each target over the members, with bounded
-//     load, so no instance is assigned more than ⌈1.2 × targets /
-//     instances⌉ nor fewer than about 0.8 × targets / instances (see Assign
-//     and Floor). The assignment is what is desired; ownership only changes
+//     random weight) hashing of each target over the members, with the
+//     load bounded on both sides: every instance is assigned between 0.8
+//     and 1.2 × targets / instances (±20 % of the mean) once there are at
+//     least 5 targets per instance (see Assign, Capacity and Floor). The
+//     assignment is what is desired; ownership only changes
 //     through leases: it tries the leases of the targets it is preferred
 //     for every tick until it holds them; a target whose preferred instance
 //     has not taken it within two ticks is taken by its second choice (the

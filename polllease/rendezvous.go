@@ -7,8 +7,10 @@ import (
 	"slices"
 )
 
-// DefaultLoadFactor is the bounded-load factor of Assign: no instance is
-// assigned more than ⌈DefaultLoadFactor × targets / instances⌉ targets.
+// DefaultLoadFactor is the bounded-load factor of Assign: every instance
+// is assigned between (2 − DefaultLoadFactor) and DefaultLoadFactor times
+// targets / instances targets, ±20 % of the mean, once there are at least 5
+// targets per instance (see Capacity and Floor).
 const DefaultLoadFactor = 1.2
 
 // score is the rendezvous (highest random weight) score of member for
@@ -43,8 +45,10 @@ func score(member, target string) uint64 {
 }
 
 // Preferred returns the member with the highest rendezvous score for target,
-// ignoring load, or "" when members is empty. Assign departs from it only to
-// respect the load bound.
+// ignoring load and the other targets, or "" when members is empty. Assign
+// compares the same scores as ranks among the targets (see Assign), so it
+// may depart from Preferred where two members score close for a target,
+// besides where the load bounds make it.
 func Preferred(target string, members []string) string {
 	best, bestScore := "", uint64(0)
 	for _, m := range members {
@@ -56,85 +60,15 @@ func Preferred(target string, members []string) string {
 }
 
 // Capacity returns the most targets Assign gives one member:
-// ⌈loadFactor × targets / members⌉, at least 1. loadFactor < 1 counts as 1.
+// ⌊loadFactor × targets / members⌋, but at least ⌈targets / members⌉ so
+// that every target has room, and at least 1. loadFactor < 1 counts as 1.
 func Capacity(targets, members int, loadFactor float64) int {
 	if members <= 0 {
 		return 0
 	}
 	loadFactor = max(loadFactor, 1)
-	return max(1, int(math.Ceil(loadFactor*float64(targets)/float64(members)-1e-9)))
-}
-
-// Assign maps every target to a member by rendezvous hashing with bounded
-// load: each target goes to the member that scores highest for it among
-// those with room, where no member takes more than
-// Capacity(len(targets), len(members), loadFactor). It is deterministic:
-// the order of the slices does not matter, and duplicates count once.
-// With no members it returns an empty map.
-//
-// Pairs are granted greedily in descending score order, so a target leaves
-// its first choice only when that member is full of targets that prefer it
-// more strongly. A member joining therefore takes mostly the targets that
-// rank it first (about targets/members of them), and a member leaving moves
-// only its own targets, give or take the few that the load bound shifts.
-//
-// The load is bounded from below too: a member left with fewer than
-// Floor(len(targets), len(members), loadFactor) targets then takes, one at a
-// time, the target it scores highest for among those of members above that
-// floor. With the default 1.2, every member is within ±20 % of the mean once
-// there are at least 5 targets per member.
-//
-// The cost is O(T·M·log M + M·T·log T) for T targets and M members.
-func Assign(targets, members []string, loadFactor float64) map[string]string {
-	members = dedup(members)
-	targets = dedup(targets)
-	out := make(map[string]string, len(targets))
-	if len(members) == 0 || len(targets) == 0 {
-		return out
-	}
-	limit := Capacity(len(targets), len(members), loadFactor)
-	load := make(map[string]int, len(members))
-
-	// Each target's members in descending score order; the heap holds
-	// each unassigned target at its best remaining candidate.
-	q := make(candidates, 0, len(targets))
-	for _, t := range targets {
-		c := &candidate{target: t, ranked: make([]ranked, len(members))}
-		for i, m := range members {
-			c.ranked[i] = ranked{member: m, score: score(m, t)}
-		}
-		slices.SortFunc(c.ranked, func(a, b ranked) int {
-			switch {
-			case a.score > b.score:
-				return -1
-			case a.score < b.score:
-				return 1
-			case a.member < b.member:
-				return -1
-			case a.member > b.member:
-				return 1
-			}
-			return 0
-		})
-		q = append(q, c)
-	}
-	heap.Init(&q)
-	for q.Len() > 0 {
-		c := q[0]
-		r := c.ranked[c.next]
-		if load[r.member] < limit {
-			load[r.member]++
-			out[c.target] = r.member
-			heap.Pop(&q)
-			continue
-		}
-		// The member is full: the target falls to its next choice. There
-		// is always one, since limit × members ≥ targets.
-		c.next++
-		heap.Fix(&q, 0)
-	}
-	fill(out, targets, members, load, Floor(len(targets), len(members), loadFactor))
-	return out
+	even := (targets + members - 1) / members
+	return max(1, even, int(math.Floor(loadFactor*float64(targets)/float64(members)+1e-9)))
 }
 
 // Floor returns the fewest targets Assign gives one member:
@@ -149,44 +83,93 @@ func Floor(targets, members int, loadFactor float64) int {
 	return max(0, min(f, targets/members))
 }
 
-// fill raises every member of out below floor to floor, the least loaded
-// first (ties by name): each takes, one at a time, the target it scores
-// highest for among those held by members above floor. A donor never falls
-// below floor, so a target passed over once stays out of reach and each
-// member's ranking is walked once.
-func fill(out map[string]string, targets, members []string, load map[string]int, floor int) {
-	for {
-		var u string
-		for _, m := range members {
-			if load[m] < floor && (u == "" || load[m] < load[u]) {
-				u = m
+// Assign maps every target to a member by rendezvous hashing with the load
+// bounded on both sides: every member gets between Floor and Capacity of
+// (len(targets), len(members), loadFactor) targets, so with the default
+// 1.2 every member is within ±20 % of the mean once there are at least 5
+// targets per member. It is deterministic: the order of the slices does
+// not matter, and duplicates count once. With no members it returns an
+// empty map.
+//
+// Each member ranks the targets by its rendezvous score, and a pair
+// (member, target) weighs by the target's rank in that member's order, so
+// every member has exactly one target at each rank: member loads vary less
+// than with raw scores, and fewer targets need moving to bound them. Pairs
+// are granted greedily from the heaviest: a target goes to the member that
+// ranks it highest among those with room, room being Capacity, and, once
+// the targets left are only enough to bring the members below Floor up to
+// it, only those members. So a target leaves its first choice only for a
+// bound, a member joining takes mostly the targets that rank it first
+// (about targets/members of them), and a member leaving moves mostly its
+// own targets; TestAssignRandomFleets measures both over random fleets.
+//
+// The cost is O(T·M·log(T·M)) for T targets and M members.
+func Assign(targets, members []string, loadFactor float64) map[string]string {
+	members = dedup(members)
+	targets = dedup(targets)
+	out := make(map[string]string, len(targets))
+	if len(members) == 0 || len(targets) == 0 {
+		return out
+	}
+	limit := Capacity(len(targets), len(members), loadFactor)
+	floor := Floor(len(targets), len(members), loadFactor)
+	load := make([]int, len(members))
+	deficit := floor * len(members) // targets the members below floor still need
+	q := preferences(targets, members)
+	heap.Init(&q)
+	for q.Len() > 0 {
+		c := q[0]
+		m := c.ranked[c.next].member
+		if l := load[m]; l < limit && (l < floor || q.Len() > deficit) {
+			if l < floor {
+				deficit--
 			}
+			load[m]++
+			out[c.target] = members[m]
+			heap.Pop(&q)
+			continue
 		}
-		if u == "" {
-			return
+		// The member is full, or the targets left are owed to members
+		// below floor: the target falls to its next choice. There is
+		// always one, since limit × members ≥ targets and deficit > 0
+		// means some member is below floor.
+		c.next++
+		heap.Fix(&q, 0)
+	}
+	return out
+}
+
+// preferences returns each target with the members in descending order of
+// weight: the target's rank among the targets in the member's own score
+// order, then the score (ties, which only ranks of different members can
+// make), then the member's name.
+func preferences(targets, members []string) candidates {
+	type scored struct {
+		score  uint64
+		target int
+	}
+	byScore := make([]scored, len(targets))
+	ranks := make([]ranked, len(targets)*len(members)) // target i's candidates at [i×M, (i+1)×M)
+	for j, m := range members {
+		for i, t := range targets {
+			byScore[i] = scored{score(m, t), i}
 		}
-		ranked := slices.Clone(targets)
-		scores := make(map[string]uint64, len(ranked))
-		for _, t := range ranked {
-			scores[t] = score(u, t)
-		}
-		slices.SortFunc(ranked, func(a, b string) int {
-			if scores[a] != scores[b] {
-				return cmp.Compare(scores[b], scores[a])
-			}
-			return cmp.Compare(a, b)
+		slices.SortFunc(byScore, func(a, b scored) int {
+			return cmp.Or(cmp.Compare(a.score, b.score), cmp.Compare(a.target, b.target))
 		})
-		for _, t := range ranked {
-			if load[u] >= floor {
-				break
-			}
-			if owner := out[t]; owner != u && load[owner] > floor {
-				load[owner]--
-				load[u]++
-				out[t] = u
-			}
+		for r, s := range byScore {
+			// The rank above the score's top 40 bits: one comparison
+			// orders by rank, then score.
+			ranks[s.target*len(members)+j] = ranked{member: j, weight: uint64(r)<<40 | s.score>>24}
 		}
 	}
+	q := make(candidates, len(targets))
+	for i, t := range targets {
+		c := &candidate{target: t, ranked: ranks[i*len(members) : (i+1)*len(members)]}
+		slices.SortFunc(c.ranked, func(a, b ranked) int { return b.compare(a) })
+		q[i] = c
+	}
+	return q
 }
 
 func dedup(s []string) []string {
@@ -195,9 +178,17 @@ func dedup(s []string) []string {
 	return slices.Compact(s)
 }
 
+// ranked is a member (its index in the sorted members) as a candidate for
+// one target, with the pair's weight (see preferences).
 type ranked struct {
-	member string
-	score  uint64
+	member int
+	weight uint64
+}
+
+// compare orders candidates by weight, then by member index, the lower
+// (the name first in order) weighing more.
+func (r ranked) compare(o ranked) int {
+	return cmp.Or(cmp.Compare(r.weight, o.weight), cmp.Compare(o.member, r.member))
 }
 
 type candidate struct {
@@ -208,18 +199,14 @@ type candidate struct {
 
 func (c *candidate) current() ranked { return c.ranked[c.next] }
 
-// candidates is a max-heap of targets by the score of their current
-// candidate, ties broken by target name so the result is deterministic.
+// candidates is a max-heap of targets by their current candidate, ties
+// broken by target name so the result is deterministic.
 type candidates []*candidate
 
 func (q candidates) Len() int { return len(q) }
 func (q candidates) Less(i, j int) bool {
-	a, b := q[i].current(), q[j].current()
-	if a.score != b.score {
-		return a.score > b.score
-	}
-	if a.member != b.member {
-		return a.member < b.member
+	if c := q[i].current().compare(q[j].current()); c != 0 {
+		return c > 0
 	}
 	return q[i].target < q[j].target
 }

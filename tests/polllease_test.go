@@ -216,6 +216,45 @@ func (f *plFleet) balanced(members []string) bool {
 	return true
 }
 
+// imbalance describes how the fleet's holdings differ from Assign among
+// members: targets nobody polls, targets polled by two instances, and
+// targets held by another instance than their assignee (the first few
+// named).
+func (f *plFleet) imbalance(members []string) string {
+	targets := *f.targets.Load()
+	assign := polllease.Assign(targets, members, polllease.DefaultLoadFactor)
+	own := f.Owners()
+	var unpolled, twice int
+	var wrong []string
+	for _, t := range targets {
+		switch ids := own[t]; {
+		case len(ids) == 0:
+			unpolled++
+		case len(ids) > 1:
+			twice++
+		case ids[0] != assign[t]:
+			wrong = append(wrong, fmt.Sprintf("%s held by %s, assigned to %s", t, ids[0], assign[t]))
+		}
+	}
+	return fmt.Sprintf("%d targets unpolled, %d polled twice, %d held by another instance than their assignee %q; %d leases lost so far",
+		unpolled, twice, len(wrong), wrong[:min(len(wrong), 5)], len(f.eventsSince(polllease.EventLost, time.Time{})))
+}
+
+// waitBalanced waits up to plWait for f.balanced(members) and returns how
+// long it took; when it fails the test, it logs what was still off.
+func (f *plFleet) waitBalanced(t *testing.T, what string, members []string) time.Duration {
+	t.Helper()
+	waiting := true
+	t.Cleanup(func() {
+		if waiting {
+			t.Logf("%s: %s", what, f.imbalance(members))
+		}
+	})
+	took := plWaitFor(t, what, plWait, func() bool { return f.balanced(members) })
+	waiting = false
+	return took
+}
+
 func (f *plFleet) eventsSince(kind polllease.EventKind, since time.Time) []polllease.Event {
 	return f.events.Where(func(e polllease.Event) bool { return e.Kind == kind && !e.Time.Before(since) })
 }
@@ -244,7 +283,7 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 				f.start(fmt.Sprintf("inst-%02d", i))
 			}
 			members := f.IDs()
-			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+			took := f.waitBalanced(t, "balanced", members)
 			t.Logf("10 instances × %d targets: balanced %v after start (%d acquisitions, %d rebalance releases, %d lost)", n,
 				took.Round(time.Millisecond), len(f.eventsSince(polllease.EventAcquired, start)),
 				len(f.eventsSince(polllease.EventReleased, start)), len(f.eventsSince(polllease.EventLost, start)))
@@ -291,12 +330,12 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 			assert.LessOrEqual(t, pipes+singles, 2.0+edgeNoise, "one renewal pipeline and one heartbeat with listing per interval")
 
 			// A join moves about targets/11 targets.
-			plWaitFor(t, "balanced before the join", plWait, func() bool { return f.balanced(members) })
+			f.waitBalanced(t, "balanced before the join", members)
 			owners := f.Owners()
 			joinAt := time.Now()
 			f.start("inst-10")
 			members = f.IDs()
-			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
+			took = f.waitBalanced(t, "balanced after a join", members)
 			moved := 0
 			for tg, ids := range f.Owners() {
 				if len(owners[tg]) == 0 || owners[tg][0] != ids[0] {
@@ -337,7 +376,7 @@ func TestPollLeaseRedisRollingRestart(t *testing.T) {
 		t.Logf("restart %d: covered in %v", i, took.Round(time.Millisecond))
 	}
 	members := f.IDs()
-	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+	f.waitBalanced(t, "balanced", members)
 	assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
 }
 
@@ -493,7 +532,7 @@ func TestPollLeaseRedisOutage(t *testing.T) {
 		f.start(fmt.Sprintf("inst-%d", i))
 	}
 	members := f.IDs()
-	plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+	f.waitBalanced(t, "balanced", members)
 
 	require.NoError(t, srv.Process.Signal(syscall.SIGSTOP))
 	stopped := time.Now()
@@ -592,7 +631,7 @@ func TestPollLeaseBackends(t *testing.T) {
 				f.start(fmt.Sprintf("inst-%d", i))
 			}
 			members := f.IDs()
-			took := plWaitFor(t, "balanced", plWait, func() bool { return f.balanced(members) })
+			took := f.waitBalanced(t, "balanced", members)
 			t.Logf("%s: 3 instances × 30 targets balanced in %v", b.name, took.Round(time.Millisecond))
 
 			// Strict ownership and the snapshot need core.Inspector.
@@ -616,14 +655,14 @@ func TestPollLeaseBackends(t *testing.T) {
 
 			f.start("inst-3")
 			members = f.IDs()
-			took = plWaitFor(t, "balanced after a join", plWait, func() bool { return f.balanced(members) })
+			took = f.waitBalanced(t, "balanced after a join", members)
 			t.Logf("%s: balanced %v after a join", b.name, took.Round(time.Millisecond))
 
 			require.NoError(t, f.Stop("inst-0"))
 			took = plWaitFor(t, "covered after a graceful stop", plWait, f.covered)
 			t.Logf("%s: covered %v after a graceful stop", b.name, took.Round(time.Millisecond))
 			members = f.IDs()
-			plWaitFor(t, "balanced after a graceful stop", plWait, func() bool { return f.balanced(members) })
+			f.waitBalanced(t, "balanced after a graceful stop", members)
 			assert.Empty(t, f.eventsSince(polllease.EventLost, time.Time{}))
 		})
 	}

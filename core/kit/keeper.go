@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,9 +30,11 @@ type KeeperConfig struct {
 	// error matching ErrLockLost when the backend says the lease is gone or
 	// taken (the handle is lost at once), any other error when the outcome is
 	// unknown (the Keeper retries until the trust window closes). ctx ends
-	// when the earliest trust window of the batch closes; a call that
-	// overruns it is not waited for (its leases are judged unrenewed), so
-	// Renew may be called again while an overrunning call still runs.
+	// when the latest trust window of the batch closes: each lease is
+	// judged against its own window, lost when it closes before the answer
+	// comes, so a lease near the end of its window does not cut short the
+	// renewal of the others. A call that overruns every window is not
+	// waited for, so Renew may be called again while it still runs.
 	Renew func(ctx context.Context, batch []*Lease) []error
 	// Clock drives the cadence and judges the trust windows; the
 	// starts passed to Keep are on it. Default SystemClock; tests
@@ -261,7 +264,7 @@ func (k *Keeper) run() {
 // round is what one look at the kept leases found.
 type round struct {
 	batch    []*Lease  // due for renewal
-	deadline time.Time // earliest end of a trust window in batch; zero if none
+	deadline time.Time // latest end of a trust window in batch; zero if none
 	expired  []*Lease  // trust window closed; no longer kept
 	wake     time.Time // when the next lease falls due, when nothing is to do now
 }
@@ -284,7 +287,7 @@ func (k *Keeper) sweepLocked(now time.Time) round {
 		// horizon would otherwise make it due again at once.
 		if !l.next.After(horizon) && (l.lastErr == nil || !l.next.After(now)) {
 			r.batch = append(r.batch, l)
-			if !l.deadline.IsZero() && (r.deadline.IsZero() || l.deadline.Before(r.deadline)) {
+			if l.deadline.After(r.deadline) {
 				r.deadline = l.deadline
 			}
 			continue
@@ -316,52 +319,109 @@ func trustClosed(last error) error {
 }
 
 // renew renews batch, whose renewal started at start, and records the
-// outcomes.
-func (k *Keeper) renew(start time.Time, batch []*Lease, deadline time.Time) {
-	k.settle(start, batch, k.call(batch, deadline))
+// outcomes; latest is the latest end of a trust window in batch.
+func (k *Keeper) renew(start time.Time, batch []*Lease, latest time.Time) {
+	k.settle(start, batch, k.call(start, batch, latest))
 }
 
-// call runs Renew on batch and returns its answers. A call that has not
-// answered when the earliest trust window of the batch closes (or within an
-// interval, when leases do not expire) is not waited for: each lease gets
+// errNoAnswer is why a lease whose renewal was still running is lost.
+var errNoAnswer = fmt.Errorf("renewal did not answer in time: %w", context.DeadlineExceeded)
+
+// call runs Renew on batch and returns its answers. It waits until the
+// latest trust window of the batch closes (or an interval, when leases do
+// not expire), and meanwhile loses each kept lease at the end of its own
+// window (loseExpired): one lease near its end neither cuts the renewal of
+// the others short nor stays trusted past its window while the call runs.
+// A call that has not answered by then is not waited for: each lease gets
 // an error saying so.
-func (k *Keeper) call(batch []*Lease, deadline time.Time) []error {
-	if deadline.IsZero() {
-		deadline = k.cfg.Clock.Now().Add(k.cfg.Interval)
+func (k *Keeper) call(start time.Time, batch []*Lease, latest time.Time) []error {
+	if latest.IsZero() {
+		latest = k.cfg.Clock.Now().Add(k.cfg.Interval)
 	}
-	ctx, cancel := context.WithTimeout(k.ctx, deadline.Sub(k.cfg.Clock.Now()))
+	ctx, cancel := context.WithTimeout(k.ctx, latest.Sub(k.cfg.Clock.Now()))
 	defer cancel()
-	late := at(k.cfg.Clock, deadline) // the same bound on the Keeper's clock
+	late := at(k.cfg.Clock, latest) // the same bound on the Keeper's clock
 	// Renew runs on its own goroutine so that a backend call that ignores
 	// its context (a driver without context deadlines, a frozen server)
-	// cannot keep a lease trusted past its window: when the deadline passes
-	// first, the batch is judged without the answer.
+	// cannot keep a lease trusted past its window.
 	done := make(chan []error, 1)
 	k.wg.Add(1)
 	go func() {
 		defer k.wg.Done()
 		done <- k.cfg.Renew(ctx, batch)
 	}()
-	select {
-	case errs := <-done:
-		return errs
-	case <-ctx.Done():
-	case <-late:
+	for waiting := true; waiting; {
+		var expiry <-chan time.Time
+		if next := k.nextExpiry(); !next.IsZero() && next.Before(latest) {
+			expiry = at(k.cfg.Clock, next)
+		}
+		select {
+		case errs := <-done:
+			return errs
+		case <-expiry:
+			k.loseExpired(start, batch)
+		case <-ctx.Done():
+			waiting = false
+		case <-late:
+			waiting = false
+		}
 	}
 	select {
 	case errs := <-done: // answered at the deadline: use the answer
 		return errs
 	default:
 	}
-	why := context.Cause(ctx)
-	if why == nil {
-		why = context.DeadlineExceeded
+	why := errNoAnswer
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.DeadlineExceeded) {
+		why = fmt.Errorf("renewal did not answer in time: %w", cause)
 	}
 	errs := make([]error, len(batch))
 	for i := range errs {
-		errs[i] = fmt.Errorf("renewal did not answer in time: %w", why)
+		errs[i] = why
 	}
 	return errs
+}
+
+// nextExpiry returns the earliest end of a trust window among the kept
+// leases, or zero when none can close.
+func (k *Keeper) nextExpiry() time.Time {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var next time.Time
+	for l := range k.leases {
+		if !l.deadline.IsZero() && (next.IsZero() || l.deadline.Before(next)) {
+			next = l.deadline
+		}
+	}
+	return next
+}
+
+// loseExpired loses the kept leases whose trust window has closed while
+// the renewal of batch, started at start, runs: those of batch because
+// their renewal has not answered, the others for their last error.
+func (k *Keeper) loseExpired(start time.Time, batch []*Lease) {
+	now := k.cfg.Clock.Now()
+	k.mu.Lock()
+	var lost []*Lease
+	for l := range k.leases {
+		if !l.deadline.IsZero() && !now.Before(l.deadline) {
+			delete(k.leases, l)
+			lost = append(lost, l)
+		}
+	}
+	k.mu.Unlock()
+	for _, l := range lost {
+		if !slices.Contains(batch, l) {
+			l.Handle.Lose(trustClosed(l.lastErr))
+			continue
+		}
+		why := errNoAnswer
+		if l.lastErr != nil {
+			why = errors.Join(l.lastErr, why) // keep why the earlier renewals failed
+		}
+		l.Handle.reportRenewal(now.Sub(start), why)
+		l.Handle.Lose(trustClosed(why))
+	}
 }
 
 // settle records the outcome of the renewal of batch that started at
@@ -407,6 +467,10 @@ func (k *Keeper) settle(start time.Time, batch []*Lease, errs []error) {
 // lost, for the reason in l.lastErr. k.mu is held.
 func (k *Keeper) settleLocked(l *Lease, err error, start, now time.Time) bool {
 	switch {
+	case err == nil && !l.deadline.IsZero() && !now.Before(l.deadline):
+		// Renewed, but the answer came after the window closed: the
+		// handle has read the lease lost by the clock already.
+		l.lastErr = trustClosed(errors.New("renewal answered after the window closed"))
 	case err == nil:
 		l.lastErr = nil
 		l.next = start.Add(k.cfg.Interval)

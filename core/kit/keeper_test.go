@@ -361,3 +361,71 @@ func TestKeeperReportsLeaseState(t *testing.T) {
 		t.Fatalf("Lease after Release = %+v, %v; want the last state", s, ok)
 	}
 }
+
+// TestKeeperJudgesEachLeaseByItsOwnWindow: a batch holds a lease near the
+// end of its window and one far from it, and the renewal is slow. The
+// first is lost when its window closes; the second is not failed with it,
+// and the answer that comes later renews it.
+func TestKeeperJudgesEachLeaseByItsOwnWindow(t *testing.T) {
+	clock := locktest.NewFakeClock()
+	called := make(chan []*kit.Lease, 1)
+	answer := make(chan []error, 1)
+	stop := make(chan struct{})
+	const ttl, margin, interval = 14 * time.Second, 1400 * time.Millisecond, 10 * time.Second
+	k := newKeeper(t, kit.KeeperConfig{
+		TTL:      ttl,
+		Interval: interval,
+		Margin:   margin,
+		Clock:    clock,
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
+			called <- b
+			select {
+			case errs := <-answer:
+				return errs
+			case <-stop:
+				return make([]error, len(b))
+			}
+		},
+	})
+	t.Cleanup(func() { close(stop) }) // before the Keeper's Close
+	t0 := clock.Now()
+	// near is due at t0 + 5 s with its window closing at t0 + 7.6 s; far
+	// is due at t0 + 10 s, within the half interval that gathers a batch,
+	// with its window closing at t0 + 12.6 s.
+	near, far := kit.NewHandle(1, noopRelease), kit.NewHandle(2, noopRelease)
+	k.Keep(near, t0.Add(-interval/2), "near")
+	k.Keep(far, t0, "far")
+	nearDone := near.Context().Done() // read once: the Keeper must end it
+	clock.Advance(interval / 2)
+	select {
+	case b := <-called:
+		if len(b) != 2 {
+			t.Fatalf("batch of %d leases, want both", len(b))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no renewal")
+	}
+	farChanged := far.LeaseChanged()
+
+	clock.Advance(ttl - margin - interval) // near's window closes
+	waitFor(t, nearDone, "near lost when its window closed, the renewal still running")
+	if cause := context.Cause(near.Context()); !errors.Is(cause, core.ErrLockLost) || !errors.Is(cause, context.DeadlineExceeded) {
+		t.Fatalf("near's cause = %v, want ErrLockLost for a renewal that did not answer in time", cause)
+	}
+	if s, _ := far.Lease(); s.Err != nil || far.Context().Err() != nil {
+		t.Fatalf("far failed with near: state %+v, cause %v", s, context.Cause(far.Context()))
+	}
+
+	answer <- []error{nil, nil}
+	waitFor(t, farChanged, "far's renewal recorded")
+	s, _ := far.Lease()
+	if s.Err != nil || s.Renewals != 1 || !s.Renewed.Equal(t0.Add(interval/2)) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) {
+		t.Fatalf("far after the slow answer: %+v, want renewed at the batch's start", s)
+	}
+	if err := far.Context().Err(); err != nil {
+		t.Fatalf("far lost: %v", context.Cause(far.Context()))
+	}
+	if !errors.Is(context.Cause(near.Context()), core.ErrLockLost) {
+		t.Fatal("the late answer revived near")
+	}
+}
