@@ -251,13 +251,32 @@ func atoi(t *testing.T, s string) uint64 {
 
 // holder on a backend that cannot tell says so.
 func TestHolderUnsupported(t *testing.T) {
-	addrs := strings.Split(locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS"), ",")
-	code, _, stderr := runDistlock(t, "holder", "redlock://"+strings.Join(addrs[:3], ","), "n")
-	if code != exitError || !strings.Contains(stderr, "redlock:// cannot tell who holds a lock") {
-		t.Fatalf("holder on redlock: %d %q", code, stderr)
-	}
-	code, _, stderr = runDistlock(t, "holder", pgURL(t, "x"), "n")
+	code, _, stderr := runDistlock(t, "holder", pgURL(t, "x"), "n")
 	if code != exitError || !strings.Contains(stderr, "fence_table") {
 		t.Fatalf("holder on postgres: %d %q", code, stderr)
+	}
+}
+
+// holder on redlock:// names the grant a majority of the servers hold.
+func TestHolderRedLock(t *testing.T) {
+	addrs := strings.Split(locktest.RequireEnv(t, "DISTLOCK_REDIS_ADDRS"), ",")
+	url := "redlock://" + strings.Join(addrs[:3], ",") + "?restart_guard=0s&identity=cli-holder"
+	name := unique(t)
+	if code, stdout, stderr := runDistlock(t, "holder", url, name); code != 0 || stdout != name+" is free\n" {
+		t.Fatalf("holder of a free lock: %d %q %q", code, stdout, stderr)
+	}
+	p, err := distlock.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	h, err := p.Mutex(name).Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Release(t.Context())
+	want := fmt.Sprintf("%s is held by cli-holder (token %d)\n", name, h.FencingToken())
+	if code, stdout, stderr := runDistlock(t, "holder", url, name); code != 0 || stdout != want {
+		t.Fatalf("holder: %d %q %q, want %q", code, stdout, stderr, want)
 	}
 }
