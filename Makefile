@@ -4,7 +4,7 @@
 #                       go.work, against throwaway redis/PostgreSQL/NATS servers
 #                       (installed via apt when missing and run as root on Debian);
 #                       4 modules test at a time (DISTLOCK_TEST_JOBS=1: one by one),
-#                       then make release-check
+#                       and make release-check as one more job beside them
 #   make release-check  every module tidy, requiring its siblings at one release
 #                       version, and fetchable with go get from a throwaway module
 #                       proxy by a module outside the workspace, where a program
@@ -26,7 +26,6 @@ SERVICES_DIR := .services
 
 test:
 	scripts/test.sh test
-	scripts/release-check.sh
 
 release-check:
 	scripts/release-check.sh

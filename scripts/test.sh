@@ -2,7 +2,8 @@
 # Runs the checks behind the Makefile targets over every module in go.work.
 #
 #   scripts/test.sh test    gofmt check, then go vet + go test -race in every module,
-#                           against throwaway servers (scripts/services.sh)
+#                           against throwaway servers (scripts/services.sh), and
+#                           scripts/release-check.sh as one more job
 #   scripts/test.sh vet     go vet in every module
 #   scripts/test.sh fmt     gofmt -l check over every module
 #   scripts/test.sh bench   benchmarks in every module, against throwaway servers
@@ -28,6 +29,8 @@
 #   DISTLOCK_TEST_JOBS        modules tested at a time (default 4; 1 = one after another)
 #   DISTLOCK_TEST_FIRST       modules to start first, longest first (default below, from
 #                             measured run times); the others follow in go.work order
+#   DISTLOCK_RELEASE_CHECK=0  test without make release-check (by default test mode runs it
+#                             as one more job beside the modules)
 #   DISTLOCK_TEST_JSON_DIR    keep each module's `go test -json` output there, as <module>.json
 #                             (per-test timings, e.g. to find the slowest tests)
 set -euo pipefail
@@ -48,7 +51,10 @@ esac
 # tests 84s, redlock 77s, redislock 74s, pglock 59s, natslock 43s,
 # polllease 36s, the rest 10s or less. Starting the long ones first keeps the
 # critical path at the longest module.
-FIRST=${DISTLOCK_TEST_FIRST-tests redlock redislock pglock natslock polllease}
+RELEASE_JOB=release-check RELEASE_RESULT=""
+# test mode runs make release-check as a job beside the modules; 0 turns it off
+RELEASE_CHECK=${DISTLOCK_RELEASE_CHECK:-1}
+FIRST=${DISTLOCK_TEST_FIRST-tests redlock redislock pglock etcdlock natslock polllease}
 JOBS=${DISTLOCK_TEST_JOBS:-4}
 if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
 	echo "DISTLOCK_TEST_JOBS must be a positive number, not '$JOBS'" >&2
@@ -332,6 +338,9 @@ run_modules() {
 		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
 	done
 	[[ $what == bench ]] && order=("${GOOD[@]}")
+	# make release-check needs no server: it runs as one more job, in a
+	# slot the short modules free, while the long ones still test.
+	[[ $what == test && $RELEASE_CHECK == 1 ]] && order+=("$RELEASE_JOB")
 	queue=("${order[@]}")
 	mkdir -p "$WORK/logs" "$WORK/json"
 	local timeout=${DISTLOCK_TEST_TIMEOUT:-15m}
@@ -342,7 +351,10 @@ run_modules() {
 			local id
 			id=$(echo "${m#./}" | tr '/.' '__')
 			: >"$WORK/skips.$id"
-			if [[ $what == test ]]; then
+			if [[ $m == "$RELEASE_JOB" ]]; then
+				say "$m (started)"
+				start_job "$m" "$WORK/logs/$id" scripts/release-check.sh
+			elif [[ $what == test ]]; then
 				say "$m: go test -race -count=1 ./... (started)"
 				start_job "$m" "$WORK/logs/$id" in_module "$m" \
 					run_go_test "$WORK/skips.$id" "$WORK/json/$id.json" -race -count=1 -timeout "$timeout" ./...
@@ -355,7 +367,13 @@ run_modules() {
 		wait_job
 		running=$((running - 1))
 		m=$DONE_NAME
-		if [[ $what == test ]]; then
+		if [[ $m == "$RELEASE_JOB" ]]; then
+			say "$m ($([[ $DONE_RC == 0 ]] && echo ok || echo FAIL) in ${DONE_SECS}s)"
+			RELEASE_RESULT="$([[ $DONE_RC == 0 ]] && echo "ok  " || echo FAIL) $m: $(tail -n 1 "$DONE_LOG") (${DONE_SECS}s)"
+			((DONE_RC == 0)) || failed=1
+			cat "$DONE_LOG"
+			continue
+		elif [[ $what == test ]]; then
 			say "$m: go test -race -count=1 ./... ($([[ $DONE_RC == 0 ]] && echo ok || echo FAIL) in ${DONE_SECS}s)"
 		else
 			say "$m: go test -run '^\$' -bench . -benchtime=2s ./..."
@@ -430,6 +448,7 @@ if [[ $mode != fmt ]]; then
 	for m in "${MODULES[@]}"; do
 		echo "${RESULT[$m]}"
 	done
+	[[ -n $RELEASE_RESULT ]] && echo "$RELEASE_RESULT"
 	if cat "$WORK"/skips.* 2>/dev/null | grep -q .; then
 		echo "skipped tests:"
 		cat "$WORK"/skips.* | sed 's/^/  /'
