@@ -78,6 +78,7 @@ func (c *child) signal(t *testing.T, sig syscall.Signal) {
 // TTL while the parent takes the lock: the holder's first core.Held after
 // SIGCONT is false.
 func TestFreezeHandle(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	if name := os.Getenv(envFreezeChild); name != "" {
 		freezeHandleChild(t, name)
 		return
@@ -150,6 +151,7 @@ func freezeHandleChild(t *testing.T, name string) {
 // that check; a step whose check began after the parent's promotion, when
 // the child was resumed, must not have passed it.
 func TestFreezeElectionLeader(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	if name := os.Getenv(envFreezeChild); name != "" {
 		freezeLeaderChild(t, name)
 		return

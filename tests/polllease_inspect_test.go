@@ -76,6 +76,7 @@ func plRunRecipe(t *testing.T, recipe, prelude, group, target string, env ...str
 // store keeps it), so that the recipes cannot drift from what the backends
 // write.
 func TestPollLeaseInspection(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	recipes := plRecipes(t)
 	for _, name := range []string{"redis", "postgres", "nats"} {
 		require.Contains(t, recipes, name, "README recipe")

@@ -553,6 +553,7 @@ func TestPollLeaseRedisOutage(t *testing.T) {
 // TestPollLeaseBackends runs a small fleet over every backend that offers
 // core.Membership: balance, a join, a graceful stop, the overlap detector.
 func TestPollLeaseBackends(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	backends := []struct {
 		name string
 		open func(t *testing.T) func(t testing.TB) (core.Provider, core.Membership, func())

@@ -55,6 +55,7 @@ func failover(t *testing.T, master launch.Server, rc *redis.Client) {
 // that was confirmed survives the master's death: the promoted replica
 // refuses a second client while the first holds the lock.
 func TestRedisReplicaAck(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	ctx := context.Background()
 	master, replica, mc, rc := foPair(t)
 	p := foProvider(t, mc, redislock.WithReplicaAck(1, 300*time.Millisecond))
@@ -94,6 +95,7 @@ func TestRedisReplicaAck(t *testing.T) {
 // died is not on the promoted replica, and a second client takes the lock
 // while the first holder's handle is live.
 func TestRedisFailoverWithoutReplicaAck(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	ctx := context.Background()
 	master, _, mc, rc := foPair(t)
 	// The replica's link is cut just before the grant: it follows a
@@ -116,6 +118,7 @@ func TestRedisFailoverWithoutReplicaAck(t *testing.T) {
 // ahead of the clock here, as the tokens of a master whose clock ran a
 // minute ahead of its replica's would leave it.
 func TestRedisReplicaAckCounterFloor(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	ctx := context.Background()
 	master, _, mc, rc := foPair(t)
 	ack := redislock.WithReplicaAck(1, time.Second)

@@ -142,6 +142,7 @@ func rlTrial(t *testing.T, sc rlScenario, opts ...redlock.Option) rlOutcome {
 // lock (its extensions place the lost grants again); that is logged, not
 // required, since an extension can miss a restart on a loaded machine.
 func TestRedLockRestartsWithoutPersistence(t *testing.T) {
+	t.Parallel() // own servers or names; waits on events only
 	for _, sc := range rlScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			for trial := range 2 {

@@ -36,6 +36,7 @@ func openEtcd(addr string, ttl time.Duration) (*opened, error) {
 // restart frees no lock and tokens keep increasing; a frozen member
 // (SIGSTOP beyond the TTL) makes the holder's trust window close first.
 func TestTortureEtcd(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	srv := launch.Etcd(t)
 	b := backend{kind: "etcd", addr: srv.Addr(), ttl: ttl()}
 	torture(t, b, []fault{
@@ -50,6 +51,7 @@ func TestTortureEtcd(t *testing.T) {
 // partition would cut it off): the others elect a leader and the workers
 // go on while it is away; then it comes back and rejoins.
 func TestTortureEtcdCluster(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	ms := launch.EtcdCluster(t, 3)
 	addrs := make([]string, len(ms))
 	for i, m := range ms {

@@ -20,6 +20,7 @@ import (
 // lock from a holder that goes on, whose write the fencing check must
 // refuse: the sequence's tokens go on increasing across the restart.
 func TestTortureMySQL(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	srv := launch.MySQL(t)
 	b := backend{kind: "mysql", addr: srv.Addr(), noRWMutex: true}
 	kill := fault{name: "KILL of the holder's session", overlaps: true, stale: true, inject: func(t *testing.T, r *run) {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestTortureRedLock(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	// AOF: RedLock's fencing counters must survive a server crash.
 	var srvs []launch.Server
 	var addrs []string
@@ -58,6 +59,7 @@ func TestTortureRedLock(t *testing.T) {
 // counters were lost, never go back: no write refused. The holder is let go
 // within its TTL, so that its lease cannot end on its own meanwhile.
 func TestTortureRedLockRestarts(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	var srvs []launch.Server
 	var addrs []string
 	for range 3 {

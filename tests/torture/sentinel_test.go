@@ -19,6 +19,7 @@ import (
 // well above a failover (about 2.5 s), so a holder's renewals reach the
 // promoted replica in time.
 func TestTortureSentinel(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	s := launch.Sentinel(t)
 	b := backend{kind: "sentinel", addr: strings.Join(s.Sentinels, ","), ttl: 10 * time.Second}
 	// failover kills the master and, once the replica is promoted, brings

@@ -182,6 +182,7 @@ func serverPause(srv launch.Server) fault {
 }
 
 func TestTortureFile(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	torture(t, backend{kind: "file", addr: t.TempDir()}, []fault{
 		workerPause(false),
 		workerKill,
@@ -189,6 +190,7 @@ func TestTortureFile(t *testing.T) {
 }
 
 func TestTortureRedis(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	srv := launch.Redis(t, launch.RedisConfig{})
 	b := backend{kind: "redis", addr: srv.Addr(), ttl: ttl()}
 	torture(t, b, []fault{
@@ -200,6 +202,7 @@ func TestTortureRedis(t *testing.T) {
 }
 
 func TestTorturePostgres(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	srv := launch.Postgres(t)
 	b := backend{kind: "postgres", addr: srv.Addr()}
 	terminate := fault{name: "pg_terminate_backend", overlaps: true, stale: true, inject: func(t *testing.T, r *run) {
@@ -225,6 +228,7 @@ func TestTorturePostgres(t *testing.T) {
 }
 
 func TestTortureNATS(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	srv := launch.NATS(t)
 	b := backend{kind: "nats", addr: "nats://" + srv.Addr(), ttl: ttl()}
 	torture(t, b, []fault{
@@ -238,6 +242,7 @@ func TestTortureNATS(t *testing.T) {
 // that it sees what it claims to: overlaps, which increasing tokens still
 // fence off, and lost updates when every holder gets the same token.
 func TestTortureDetects(t *testing.T) {
+	t.Parallel() // each row runs its own servers and workers
 	for _, c := range []struct {
 		kind  string
 		check func(t *testing.T, st stats)
