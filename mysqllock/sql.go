@@ -85,11 +85,11 @@ func (s *statements) grantArgs(cl claim, identity string, timeout float64) []any
 // unlockSQL releases one lock of this session.
 const unlockSQL = `DO RELEASE_LOCK(?)`
 
-// unlockIfHeld releases those of n lock names this session holds: the
+// unlockIfHeldSQL releases those of n lock names this session holds: the
 // re-check after a grant statement failed, when the server may have granted
 // a lock before the error (a wait interrupted at the moment of its grant, a
 // counter bump that failed). Params: the names.
-func unlockIfHeld(n int) string {
+func unlockIfHeldSQL(n int) string {
 	parts := make([]string, n)
 	for i := range parts {
 		parts[i] = "IF(IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), 0)"
