@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type session struct {
 	sc *sql.Conn
 	id uint64    // the session's CONNECTION_ID(), what IS_USED_LOCK reports
 	st stmtCache // guarded by the conn's lock
+	nc net.Conn  // the driver's socket, or nil (netconn.go)
+	// deadline is nc's deadline, guarded by the conn's lock.
+	deadline time.Time
 
 	mu      sync.Mutex
 	abort   context.CancelFunc // set during a blocking wait: breaks its socket
@@ -62,6 +66,7 @@ func (p *Provider) dial(ctx context.Context) (*session, error) {
 		c.Close()
 		return nil, err
 	}
+	c.nc = netConnOf(ctx, sc)
 	return c, nil
 }
 
@@ -76,10 +81,15 @@ func (c *session) Close() {
 	_ = c.sc.Raw(func(any) error { return driver.ErrBadConn })
 }
 
-// Ping checks c in one round trip (COM_PING). A server that stopped
-// answering (a cut network sends no reset) fails it at the deadline: the
-// driver then closes the socket.
+// Ping checks c (locked) in one round trip (COM_PING). A server that
+// stopped answering (a cut network sends no reset) fails it at the
+// deadline: the socket's, or the context's when c has no socket, after
+// which the driver closes it.
 func (c *session) Ping(deadline time.Time) error {
+	if c.nc != nil {
+		c.setDeadline(deadline)
+		return c.sc.PingContext(context.Background())
+	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	return c.sc.PingContext(ctx)
@@ -106,13 +116,13 @@ func (c *session) waiting(abort context.CancelFunc) bool {
 }
 
 // exec runs q on c (locked), prepared once per connection, bounded by the
-// Provider's timeout whatever ctx says: the caller's ctx must never cancel
-// a statement on a shared connection (the driver closes the socket to
-// cancel one). A statement that overruns the bound breaks the connection,
-// which is then failed.
+// Provider's timeout whatever ctx says (bound): the caller's ctx must never
+// cancel a statement on a shared connection (the driver closes the socket
+// to cancel one). A statement that overruns the bound breaks the
+// connection, which is then failed.
 func (c *session) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	ctx, cancel := c.p.opCtx(ctx)
-	defer cancel()
+	ctx, unbound := c.bound(ctx)
+	defer unbound()
 	return c.execOn(ctx, q, args...)
 }
 
@@ -135,10 +145,11 @@ func (c *session) queryRowOn(ctx context.Context, q string, args ...any) scanner
 	return s.QueryRowContext(ctx, args...)
 }
 
-// queryRow is queryRowOn bounded as exec is; the caller scans at once.
-func (c *session) queryRow(ctx context.Context, q string, args ...any) (scanner, context.CancelFunc) {
-	ctx, cancel := c.p.opCtx(ctx)
-	return c.queryRowOn(ctx, q, args...), cancel
+// queryRow is queryRowOn bounded as exec is; the caller scans, then calls
+// the func returned, which lifts the bound.
+func (c *session) queryRow(ctx context.Context, q string, args ...any) (scanner, func()) {
+	ctx, unbound := c.bound(ctx)
+	return c.queryRowOn(ctx, q, args...), unbound
 }
 
 // scanner is a *sql.Row, or the error of preparing its statement.

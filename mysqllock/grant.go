@@ -74,9 +74,9 @@ func (c *session) grantOn(ctx context.Context, cl claim, timeout float64) (w won
 // unlocks c. A statement that breaks the connection fails it and returns
 // an error matching kit.ErrSessionFailed.
 func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, error) {
-	octx, cancel := p.opCtx(ctx)
+	octx, unbound := c.Conn.bound(ctx)
 	w, ok, err := c.Conn.grantOn(octx, cl, 0)
-	cancel()
+	unbound()
 	if err == nil && ok {
 		err = c.Conn.confirm(ctx, w.token)
 	}

@@ -72,6 +72,7 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 		sql: statements{fence: quoteIdent(o.FenceTable), seq: o.FenceSeq, mark: quoteIdent(o.FenceTable + markSuffix),
 			members: quoteIdent(o.MembersTable)},
 	}
+	p.sql.prepare()
 	p.sess = kit.NewSessions(backend, o, kit.SessionDriver[string, *session, struct{}]{
 		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Closed: errClosed,
 	})

@@ -79,6 +79,9 @@ func (p *Provider) waitOn(ctx context.Context, c *session, cl claim, secs float6
 	if !c.waiting(abort) {
 		return won{}, false, errClosed
 	}
+	if c.nc != nil {
+		c.setDeadline(time.Time{}) // the wait is bounded by its server timeout and ctx
+	}
 
 	done, watched := make(chan struct{}), make(chan struct{})
 	p.waits.Add(1)
