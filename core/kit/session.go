@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -446,11 +447,8 @@ func (c *Session[K, C, X]) Fail(err error) {
 		return
 	}
 	c.broken = true
-	for i, x := range s.conns {
-		if x == c {
-			s.conns = append(s.conns[:i], s.conns[i+1:]...)
-			break
-		}
+	if i := slices.Index(s.conns, c); i >= 0 {
+		s.conns = slices.Delete(s.conns, i, i+1)
 	}
 	lost := make([]*Grant[K, C, X], 0, len(c.held))
 	for _, g := range c.held {
