@@ -74,6 +74,11 @@ func (p *Provider) dial(ctx context.Context) (*session, error) {
 // drops rather than reuses: the server ends the session, and with it every
 // lock the session held.
 func (c *session) Close() {
+	if c.nc != nil {
+		// The statements' close goes out on the socket, whose deadline
+		// may have passed while the connection idled.
+		c.setDeadline(time.Now().Add(kit.CleanupTimeout))
+	}
 	for _, s := range c.st {
 		_ = s.Close()
 	}
