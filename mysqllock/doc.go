@@ -45,9 +45,19 @@
 // connection, so each costs one round trip. A statement on a shared
 // connection is bounded by WithTimeout, never by the caller's ctx: the
 // driver cancels a statement by closing its connection, which would end
-// the session of every lock on it. A readTimeout in the DSN
-// bounds every blocking wait too (the driver gives up on the connection,
-// and the wait fails): leave it unset, and bound waits with ctx.
+// the session of every lock on it. The bound is a deadline on the
+// connection's socket, kept between 3/4 of WithTimeout and WithTimeout
+// ahead, and the statement runs with a context that cannot be cancelled,
+// which neither database/sql nor the driver has to watch (a watched
+// context costs each statement goroutine hand-offs, as much as the round
+// trip itself on a busy machine); a statement that overruns it fails and
+// its connection is failed. The driver does not export its socket: the
+// Provider reads it from go-sql-driver/mysql's connection, and a driver
+// without it gets a context deadline per statement instead. A readTimeout
+// or writeTimeout in the DSN replaces the socket deadline for each read or
+// write, and bounds every blocking wait too (the driver gives up on the
+// connection, and the wait fails): leave them unset, and bound waits with
+// ctx.
 //
 // # Local handoff
 //
@@ -70,8 +80,9 @@
 //
 // # Loss detection
 //
-// A lock lives as long as its session. Each connection that holds locks is
-// pinged (COM_PING) every keepalive period (WithKeepalive, default 2 s) by
+// A lock lives as long as its session (core/kit's Sessions, which pglock
+// shares). Each connection that holds locks is pinged (COM_PING) every
+// keepalive period (WithKeepalive, default 2 s) by
 // one goroutine per Provider; a failed ping or any failed statement closes
 // the connection and cancels the context of every handle on it with
 // core.ErrLockLost. A KILL of the session or a server restart is thus

@@ -35,12 +35,12 @@ type seqBlocks struct {
 // per Provider, and reads the sequence's parameters. A concurrent creator
 // elsewhere is harmless: IF NOT EXISTS.
 func (p *Provider) ensureFence(ctx context.Context) error {
-	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if !p.sql.seq {
 			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
 token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
 			if _, err := p.db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create fence table %s: %w", p.opts.fenceTable, err)
+				return fmt.Errorf("create fence table %s: %w", p.opts.FenceTable, err)
 			}
 			return nil
 		}
@@ -50,17 +50,17 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 			fmt.Sprintf(`INSERT IGNORE INTO %s (id, n) VALUES (1, 0)`, p.sql.mark),
 		} {
 			if _, err := p.db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.fenceTable, err)
+				return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.FenceTable, err)
 			}
 		}
 		var incr int64
 		var start, cache uint64
 		q := fmt.Sprintf(`SELECT start_value, increment, cache_size FROM %s`, p.sql.fence)
 		if err := p.db.QueryRowContext(ctx, q).Scan(&start, &incr, &cache); err != nil {
-			return fmt.Errorf("read fence sequence %s: %w", p.opts.fenceTable, err)
+			return fmt.Errorf("read fence sequence %s: %w", p.opts.FenceTable, err)
 		}
 		if incr != 1 || cache == 0 {
-			return fmt.Errorf("fence sequence %s has INCREMENT %d CACHE %d: it needs INCREMENT 1 and a CACHE", p.opts.fenceTable, incr, cache)
+			return fmt.Errorf("fence sequence %s has INCREMENT %d CACHE %d: it needs INCREMENT 1 and a CACHE", p.opts.FenceTable, incr, cache)
 		}
 		p.seq.mu.Lock()
 		p.seq.start, p.seq.cache = start, cache
@@ -73,7 +73,7 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 // token is returned, unless the Provider confirmed that block already: a
 // commit on c (locked), which drew the token. With the fence table each
 // grant commits its own row, and there is nothing to do.
-func (c *conn) confirm(ctx context.Context, token uint64) error {
+func (c *session) confirm(ctx context.Context, token uint64) error {
 	p := c.p
 	if !p.sql.seq {
 		return nil

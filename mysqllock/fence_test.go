@@ -68,7 +68,7 @@ func testFencingAcrossGrants(t *testing.T, opt Option, counts bool) {
 		if counts {
 			require.Equal(t, uint64(i+1), last)
 		}
-		slots[grantOf(t, h).lock] = true
+		slots[grantOf(t, h).Key] = true
 		hs = append(hs, h)
 	}
 	require.Len(t, slots, 3, "three grants, three slots")

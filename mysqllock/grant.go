@@ -3,9 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -14,8 +12,6 @@ import (
 // A grant statement takes a lock and draws its token in one round trip
 // (statements.grant); tryOn runs it without waiting, block (wait.go) lets
 // it wait in the server's queue.
-
-var errConnFailed = errors.New("connection failed")
 
 // claim is what one grant statement asks for: the first free lock of
 // locks (one for a Mutex; a semaphore's candidate slots), with the token
@@ -47,9 +43,9 @@ type won struct {
 
 // grantOn runs cl's grant statement on c (locked) under ctx as it is,
 // waiting timeout seconds on each lock; ok reports a grant.
-func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (w won, ok bool, err error) {
+func (c *session) grantOn(ctx context.Context, cl claim, timeout float64) (w won, ok bool, err error) {
 	p := c.p
-	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.identity, timeout)
+	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.Identity, timeout)
 	var v uint64
 	if p.sql.seq {
 		var n sql.NullInt64
@@ -76,26 +72,26 @@ func (c *conn) grantOn(ctx context.Context, cl claim, timeout float64) (w won, o
 
 // tryOn runs cl's grant statement without waiting on c (locked), and
 // unlocks c. A statement that breaks the connection fails it and returns
-// an error matching errConnFailed.
+// an error matching kit.ErrSessionFailed.
 func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, error) {
-	octx, cancel := p.opCtx(ctx)
-	w, ok, err := c.grantOn(octx, cl, 0)
-	cancel()
+	octx, unbound := c.Conn.bound(ctx)
+	w, ok, err := c.Conn.grantOn(octx, cl, 0)
+	unbound()
 	if err == nil && ok {
-		err = c.confirm(ctx, w.token)
+		err = c.Conn.confirm(ctx, w.token)
 	}
 	if err != nil {
 		if connFailed(err) {
-			c.fail(err)
-			c.mu.Unlock()
-			return nil, fmt.Errorf("%w: %w", errConnFailed, err)
+			c.Fail(err)
+			c.Unlock()
+			return nil, fmt.Errorf("%w: %w", kit.ErrSessionFailed, err)
 		}
-		c.unlockIfHeld(ctx, cl.locks)
-		c.mu.Unlock()
+		unlockIfHeld(ctx, c, cl.locks)
+		c.Unlock()
 		return nil, err
 	}
 	if !ok {
-		c.mu.Unlock()
+		c.Unlock()
 		return nil, kit.Busy("held by another session")
 	}
 	return p.granted(ctx, c, cl, w)
@@ -104,13 +100,5 @@ func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, e
 // granted registers the grant of cl's statement on c (locked), unlocks c,
 // and returns the handle, or releases the grant when ctx ended meanwhile.
 func (p *Provider) granted(ctx context.Context, c *conn, cl claim, w won) (core.Handle, error) {
-	g := &grant{c: c, lock: w.lock, row: cl.row, name: cl.name, handoff: cl.handoff, run: kit.StartRun(time.Now())}
-	g.h = kit.NewHandle(w.token, func(rctx context.Context) error { return p.release(rctx, g) })
-	c.addGrant(g)
-	c.mu.Unlock()
-	if ctx.Err() != nil {
-		_ = g.h.Release(ctx)
-		return nil, kit.NotAcquired(ctx)
-	}
-	return g.h, nil
+	return c.Grant(ctx, &grant{Key: w.lock, Wake: cl.row, Name: cl.name, Handoff: cl.handoff}, w.token)
 }

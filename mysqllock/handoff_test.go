@@ -20,8 +20,8 @@ func slowHandoffs() Option { return WithLocalHandoff(kit.DefaultHandoffMax, time
 func waitIdleWaiter(t *testing.T, p *Provider, lock string, n int) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		_, held := p.hand.Holder(lock)
-		return held && p.hand.Len(lock) >= n
+		_, held := p.sess.Hand.Holder(lock)
+		return held && p.sess.Hand.Len(lock) >= n
 	}, 5*time.Second, time.Millisecond)
 }
 

@@ -40,7 +40,7 @@ func TestKillSessionLosesHandles(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(h.Context()), core.ErrLockLost)
 	}
 	t.Logf("lost after %v", time.Since(start))
-	assert.Contains(t, logged.String(), `msg="mysqllock: connection failed; its locks are lost" locks=3`)
+	assert.Contains(t, logged.String(), `msg="distlock: connection failed; its locks are lost" backend=mysql locks=3`)
 	for _, n := range names {
 		h, err := p2.Mutex(n).TryAcquire(ctx)
 		require.NoError(t, err, "re-acquire %s at once", n)
@@ -61,14 +61,14 @@ func waitingConn(t *testing.T, p *Provider) *conn {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		p.mu.Lock()
-		for _, c := range p.conns {
-			if c.waiting && c.abort != nil {
-				p.mu.Unlock()
+		for _, c := range p.sess.Conns() {
+			c.Conn.mu.Lock()
+			blocking := c.Conn.abort != nil
+			c.Conn.mu.Unlock()
+			if c.Waiting() && blocking {
 				return c
 			}
 		}
-		p.mu.Unlock()
 		time.Sleep(5 * time.Millisecond) // polling a state, not waiting out time
 	}
 	t.Fatal("no blocking wait started within 10s")
@@ -104,15 +104,13 @@ func TestCancelledWaitKeepsConnection(t *testing.T) {
 		t.Fatal("a cancelled wait did not end")
 	}
 	t.Logf("the wait ended %v after the cancel", time.Since(start))
-	require.False(t, c.isBroken(), "the killed wait's connection was failed: %s", logged.String())
+	require.False(t, c.Broken(), "the killed wait's connection was failed: %s", logged.String())
 
 	require.NoError(t, h1.Release(context.Background()))
 	h2, err := p2.Mutex(name).Acquire(context.Background())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, h2.Release(context.Background())) }()
-	p2.mu.Lock()
-	n := len(p2.conns)
-	p2.mu.Unlock()
+	n := len(p2.sess.Conns())
 	require.LessOrEqual(t, n, 2, "connections after a killed wait")
 	require.Empty(t, logged.String())
 }

@@ -106,11 +106,11 @@ func validMember(group, id string) error {
 }
 
 func (p *Provider) ensureMembers(ctx context.Context) error {
-	return p.membersSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+	return p.membersSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (grp VARBINARY(255), id VARBINARY(255),
 expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB`, p.sql.members)
 		if _, err := p.db.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("create members table %s: %w", p.opts.membersTable, err)
+			return fmt.Errorf("create members table %s: %w", p.opts.MembersTable, err)
 		}
 		return nil
 	})

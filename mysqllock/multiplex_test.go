@@ -110,9 +110,7 @@ func TestMultiplexManyLocks(t *testing.T) {
 		require.NoError(t, err)
 		hs = append(hs, h)
 	}
-	p.mu.Lock()
-	n := len(p.conns)
-	p.mu.Unlock()
+	n := len(p.sess.Conns())
 	require.Equal(t, 1, n, "connections holding 500 locks")
 	for _, h := range hs {
 		require.NoError(t, h.Release(ctx))

@@ -2,7 +2,6 @@ package mysqllock
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -32,20 +31,7 @@ func (l *locker) Name() string { return l.name }
 // statement itself runs to completion (bounded by WithTimeout), and a grant
 // that races the end of ctx is released before the error returns.
 func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
-	return l.p.tryAcquire(ctx, l.name, l.try)
-}
-
-// tryAcquire is TryAcquire for every primitive: try, unless ctx is done
-// already, with its error wrapped.
-func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
-	}
-	h, err := try(ctx)
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", name, err)
-	}
-	return h, nil
+	return l.p.sess.TryAcquire(ctx, l.name, l.try)
 }
 
 // Acquire waits until the lock is granted or ctx is done. It first tries
@@ -60,85 +46,30 @@ func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context
 // this Provider holds the lock it waits locally for the release to hand
 // the lock over (see "Local handoff" in the package documentation).
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", l.name, kit.NotAcquired(ctx))
-	}
-	wake, unsubscribe := l.p.notify.Subscribe(l.lock)
-	defer unsubscribe()
-	attempt := func(ctx context.Context) (core.Handle, time.Duration, error) {
-		h, err := l.try(ctx)
-		if err == nil || !errors.Is(err, core.ErrNotAcquired) {
-			return h, 0, err
-		}
-		c, cerr := l.p.emptyConn(ctx)
-		if cerr != nil {
-			return nil, 0, cerr
-		}
-		if c == nil {
-			return nil, 0, err // no connection to wait on: back off
-		}
-		return l.p.block(ctx, c, l.claim(), maxWait)
-	}
-	var h core.Handle
-	var err error
-	if l.p.hand.On() {
-		h, err = l.acquireLocal(ctx, wake, attempt)
-	} else {
-		h, err = kit.Wait(ctx, kit.DefaultBackoff, wake, attempt)
-	}
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", l.name, err)
-	}
-	return h, nil
+	return l.p.sess.Acquire(ctx, kit.SessionAcquire[string, *session, struct{}]{
+		Name: l.name, Wake: l.lock, HandsOff: l.p.sess.Hand.On(), Try: l.try,
+		Block: func(ctx context.Context, c *conn) (core.Handle, time.Duration, error) {
+			return l.p.block(ctx, c, l.claim(), maxWait)
+		},
+	})
 }
 
 // claim is what a grant statement of the mutex asks for.
 func (l *locker) claim() claim {
-	return claim{name: l.name, row: l.lock, locks: []string{l.lock}, handoff: l.p.hand.On()}
+	return claim{name: l.name, row: l.lock, locks: []string{l.lock}, handoff: l.p.sess.Hand.On()}
 }
 
 func (l *locker) try(ctx context.Context) (core.Handle, error) {
 	if err := l.p.ensureFence(ctx); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := l.p.sharedConn(ctx, l.lock, false)
-		if errors.Is(err, errLocalBusy) || errors.Is(err, errNoConn) {
-			return nil, kit.Busy("%v", err)
-		}
-		if err != nil {
-			return nil, err
-		}
-		h, err := l.p.tryOn(ctx, c, l.claim())
-		if err != nil && attempt == 0 && errors.Is(err, errConnFailed) {
-			// The session is gone and any grant with it: a connection
-			// that broke while idle must not fail this acquire.
-			continue
-		}
-		return h, err
-	}
+	return l.p.sess.Try(ctx, func(ctx context.Context) (*conn, error) {
+		return l.p.sess.Shared(ctx, l.lock, exclusive)
+	}, func(c *conn) (core.Handle, error) {
+		return l.p.tryOn(ctx, c, l.claim())
+	})
 }
 
-// release unlocks g on its connection: one round trip. When the connection
-// has failed, the server has already freed the lock and release returns nil.
-// When the unlock fails, the connection is failed (ending the session is
-// the sure way to free the lock), which loses the other handles on it. When
-// a waiter of this Provider can take the lock over, release hands it on
-// instead, keeping the lock on the connection (see handoff.go).
-func (p *Provider) release(ctx context.Context, g *grant) error {
-	if p.handOff(ctx, g) {
-		return nil
-	}
-	c := g.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.isBroken() {
-		return nil
-	}
-	if _, err := c.exec(ctx, unlockSQL, g.lock); err != nil {
-		c.fail(errors.Join(errors.New("release"), err))
-		return kit.Wrap(backend, "release", g.name, err)
-	}
-	c.dropGrant(g)
-	return nil
-}
+// exclusive: a lock held by a grant of this Provider excludes every other
+// request for it.
+func exclusive(*grant) bool { return true }

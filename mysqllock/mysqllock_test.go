@@ -71,11 +71,9 @@ func grantOf(t testing.TB, h core.Handle) *grant {
 	var found *grant
 	providers.Range(func(k, _ any) bool {
 		p := k.(*Provider)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			for _, g := range c.held {
-				if core.Handle(g.h) == h {
+		for _, c := range p.sess.Conns() {
+			for _, g := range c.Grants() {
+				if core.Handle(g.Handle()) == h {
 					found = g
 					return false
 				}
@@ -88,7 +86,7 @@ func grantOf(t testing.TB, h core.Handle) *grant {
 }
 
 // connID returns the server connection id of the session holding h.
-func connID(t testing.TB, h core.Handle) uint64 { return grantOf(t, h).c.id }
+func connID(t testing.TB, h core.Handle) uint64 { return grantOf(t, h).Session.Conn.id }
 
 // kill ends the server session holding h, as an operator would.
 func kill(t testing.TB, h core.Handle) {

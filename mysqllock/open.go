@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"strings"
-	"time"
 
 	"github.com/distlock/distlock/core/kit"
 	"github.com/go-sql-driver/mysql"
@@ -24,20 +23,10 @@ import (
 // A bad URL is an error matching core.ErrInvalidArgument that names the
 // part at fault. Open does no I/O: the pool connects on first use.
 func Open(ctx context.Context, rawURL string, opts ...Option) (*Provider, error) {
-	u, err := kit.ParseURL(rawURL)
+	u, urlOpts, err := kit.ParseSessionURL[Option](rawURL)
 	if err != nil {
 		return nil, err
 	}
-	var urlOpts []Option
-	add := func(o Option) { urlOpts = append(urlOpts, o) }
-	u.Text("identity", func(id string) { add(WithIdentity(id)) })
-	u.Duration("keepalive", func(d time.Duration) { add(WithKeepalive(d)) })
-	u.Int("max_conns", func(n int) { add(WithMaxConns(n)) })
-	u.Duration("timeout", func(d time.Duration) { add(WithTimeout(d)) })
-	u.Handoff(func(l kit.HandoffLimits) { add(WithLocalHandoff(l.Max, l.Span)) })
-	u.Text("fence_table", func(n string) { add(WithFenceTable(n)) })
-	u.Text("fence_sequence", func(n string) { add(WithFenceSequence(n)) })
-	u.Text("members_table", func(n string) { add(WithMembersTable(n)) })
 	rest := u.Rest()
 	switch {
 	case u.Scheme != "mysql":

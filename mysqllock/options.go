@@ -23,28 +23,18 @@ const (
 	// DefaultKeepalive is how often a connection that holds locks is pinged;
 	// a killed session or a dead server is reported within about this, a
 	// cut network within about twice this.
-	DefaultKeepalive = 2 * time.Second
+	DefaultKeepalive = kit.DefaultSessionKeepalive
 	// DefaultMaxConns bounds the connections a Provider pins for holding
 	// and waiting.
-	DefaultMaxConns = 16
+	DefaultMaxConns = kit.DefaultSessionMaxConns
 	// DefaultTimeout bounds one statement on a connection that holds locks
 	// (a try, a release), so a server that stopped answering fails the call
 	// instead of hanging it.
-	DefaultTimeout = 10 * time.Second
+	DefaultTimeout = kit.DefaultSessionTimeout
 )
 
-type options struct {
-	fenceTable   string // or sequence, when fenceSeq
-	fenceSeq     bool
-	membersTable string
-	keepalive    time.Duration
-	maxConns     int
-	timeout      time.Duration
-	identity     string
-	handoff      kit.HandoffLimits
-	log          *slog.Logger
-	observers    []core.Observer
-}
+// options are the shared options of a backend on kit.Sessions.
+type options = kit.SessionConfig
 
 // Option configures a Provider.
 type Option func(*options)
@@ -68,7 +58,7 @@ type Option func(*options)
 //	CREATE TABLE distlock_fence (name VARBINARY(64) PRIMARY KEY,
 //	  token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB
 func WithFenceTable(name string) Option {
-	return func(o *options) { o.fenceTable, o.fenceSeq = name, false }
+	return func(o *options) { o.FenceTable, o.FenceSeq = name, false }
 }
 
 // WithFenceSequence names the MariaDB sequence (10.3 and later) fencing
@@ -90,7 +80,7 @@ func WithFenceTable(name string) Option {
 // records the holder (see WithFenceTable). Every Provider sharing locks
 // must use the same fence source.
 func WithFenceSequence(name string) Option {
-	return func(o *options) { o.fenceTable, o.fenceSeq = name, true }
+	return func(o *options) { o.FenceTable, o.FenceSeq = name, true }
 }
 
 // WithMembersTable names the table that Membership uses (default
@@ -100,7 +90,7 @@ func WithFenceSequence(name string) Option {
 //	CREATE TABLE distlock_members (grp VARBINARY(255), id VARBINARY(255),
 //	  expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB
 func WithMembersTable(name string) Option {
-	return func(o *options) { o.membersTable = name }
+	return func(o *options) { o.MembersTable = name }
 }
 
 // WithKeepalive sets how often each connection that holds locks is pinged
@@ -108,7 +98,7 @@ func WithMembersTable(name string) Option {
 // connection, cancels the context of every handle held on it with
 // core.ErrLockLost.
 func WithKeepalive(d time.Duration) Option {
-	return func(o *options) { o.keepalive = d }
+	return func(o *options) { o.Keepalive = d }
 }
 
 // WithMaxConns bounds the connections the Provider pins from its *sql.DB
@@ -118,13 +108,13 @@ func WithKeepalive(d time.Duration) Option {
 // beside them for the Provider's other statements (creating tables, KILL
 // QUERY, Holder, Membership) is refused by New.
 func WithMaxConns(n int) Option {
-	return func(o *options) { o.maxConns = n }
+	return func(o *options) { o.MaxConns = n }
 }
 
 // WithTimeout bounds each statement run on a shared connection (default
 // DefaultTimeout).
 func WithTimeout(d time.Duration) Option {
-	return func(o *options) { o.timeout = d }
+	return func(o *options) { o.Timeout = d }
 }
 
 // WithLocalHandoff bounds runs of local handoffs of a Mutex: at most max in
@@ -137,7 +127,7 @@ func WithTimeout(d time.Duration) Option {
 // matching core.ErrInvalidArgument. See the package documentation, "Local
 // handoff".
 func WithLocalHandoff(max int, span time.Duration) Option {
-	return func(o *options) { o.handoff = kit.HandoffLimits{Max: max, Span: span} }
+	return func(o *options) { o.Handoff = kit.HandoffLimits{Max: max, Span: span} }
 }
 
 // MaxIdentity is the longest identity, in bytes, that WithIdentity accepts
@@ -148,13 +138,13 @@ const MaxIdentity = 1024
 // reports (core.Inspector). It must be non-empty valid UTF-8 of at most
 // MaxIdentity bytes. Default kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
-	return func(o *options) { o.identity = id }
+	return func(o *options) { o.Identity = id }
 }
 
 // WithLogger sets where the Provider reports what happens without a call of
 // the caller's: a connection that failed and took its locks with it, a
 // KILL QUERY that failed. Default (and nil): discard.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every
 // acquire (its outcome and how long it took), release and loss (with its
@@ -162,45 +152,21 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // observer sees every event, in the order given. Default: none, which
 // costs nothing.
 func WithObserver(obs core.Observer) Option {
-	return func(o *options) { o.observers = append(o.observers, obs) }
+	return func(o *options) { o.Observers = append(o.Observers, obs) }
 }
 
 func defaults() options {
-	return options{
-		fenceTable:   DefaultFenceSequence,
-		fenceSeq:     true,
-		membersTable: DefaultMembersTable,
-		keepalive:    DefaultKeepalive,
-		maxConns:     DefaultMaxConns,
-		timeout:      DefaultTimeout,
-		identity:     kit.DefaultIdentity(),
-		handoff:      kit.DefaultHandoffLimits(),
-	}
+	return kit.DefaultSessionConfig(DefaultFenceSequence, DefaultMembersTable)
 }
 
-// validate returns the first broken invariant of o, matching
-// core.ErrInvalidArgument.
-func (o options) validate() error {
-	for _, name := range []string{o.fenceTable, o.membersTable} {
-		if err := validIdent(name); err != nil {
-			return err
-		}
-	}
-	if o.fenceSeq && len(o.fenceTable[strings.LastIndex(o.fenceTable, ".")+1:]) > 64-len(markSuffix) {
+// checkSequence checks that the mark table's name, the sequence's plus
+// markSuffix, fits MySQL's 64 bytes.
+func checkSequence(o *options) error {
+	if o.FenceSeq && len(o.FenceTable[strings.LastIndex(o.FenceTable, ".")+1:]) > 64-len(markSuffix) {
 		return kit.Invalid("mysqllock: sequence name %q is longer than %d bytes (its mark table adds %q)",
-			o.fenceTable, 64-len(markSuffix), markSuffix)
+			o.FenceTable, 64-len(markSuffix), markSuffix)
 	}
-	switch {
-	case o.keepalive <= 0:
-		return kit.Invalid("mysqllock: keepalive %v must be positive", o.keepalive)
-	case o.maxConns < 2:
-		return kit.Invalid("mysqllock: max conns %d must be at least 2", o.maxConns)
-	case o.timeout <= 0:
-		return kit.Invalid("mysqllock: timeout %v must be positive", o.timeout)
-	case kit.ValidateName(o.identity) != nil || len(o.identity) > MaxIdentity:
-		return kit.Invalid("mysqllock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
-	}
-	return o.handoff.Validate("mysqllock")
+	return nil
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}(\.[A-Za-z_][A-Za-z0-9_]{0,63})?$`)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -21,33 +20,24 @@ var errClosed = errors.New("mysqllock: provider closed")
 // locks (GET_LOCK). It is safe for concurrent use. Close it to release
 // every lock it holds and stop its goroutines.
 type Provider struct {
-	probe  *kit.Probe // nil without observers or a logger
-	db     *sql.DB
-	owned  bool // Open made db: Close closes it
-	opts   options
-	sql    statements
-	notify kit.Notifier
+	probe *kit.Probe // nil without observers or a logger
+	db    *sql.DB
+	owned bool // Open made db: Close closes it
+	opts  options
+	log   *slog.Logger
+	sql   statements
+	// sess holds the locks on pinned connections (conn.go).
+	sess *kit.Sessions[string, *session, struct{}]
 
-	fenceSetup   setup // the fence sequence or table exists
-	membersSetup setup // the members table exists
+	fenceSetup   kit.Setup // the fence sequence or table exists
+	membersSetup kit.Setup // the members table exists
 	seq          seqBlocks
 
-	mu      sync.Mutex
-	conns   []*conn
-	dialing int // connections being dialed
-	// dialingWaits counts those of them dialed for a blocking wait.
-	dialingWaits int
-	closed       bool
-	changed      chan struct{} // closed and replaced whenever a connection frees up
-	// hand lines up local waiters and hands Mutex grants on (handoff.go).
-	hand kit.Handoffs[*grant, *kit.BaseHandle]
-
-	// The keepalive loop runs from the first grant until Close.
-	keepStarted bool
-	keepStop    chan struct{}
-	keepDone    chan struct{}
 	// waits tracks the goroutines that KILL QUERY an abandoned wait.
 	waits sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -66,35 +56,26 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 	if db == nil {
 		return nil, kit.Invalid("mysqllock: nil *sql.DB")
 	}
-	o := defaults()
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, kit.Invalid("mysqllock: nil option")
-		}
-		opt(&o)
-	}
-	if err := o.validate(); err != nil {
+	o, err := kit.Configure("mysqllock", defaults(), opts, kit.SessionRules{Ident: validIdent, MaxIdentity: MaxIdentity, Check: checkSequence})
+	if err != nil {
 		return nil, err
 	}
-	if max := db.Stats().MaxOpenConnections; max > 0 && max < o.maxConns+2 {
+	if max := db.Stats().MaxOpenConnections; max > 0 && max < o.MaxConns+2 {
 		return nil, kit.Invalid("mysqllock: the DB's max open connections %d leave no room beside %d pinned ones: raise it to at least %d or lower WithMaxConns",
-			max, o.maxConns, o.maxConns+2)
-	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
+			max, o.MaxConns, o.MaxConns+2)
 	}
 	p := &Provider{
 		db:    db,
 		opts:  o,
-		probe: kit.NewProbe(backend, o.log, o.observers...),
-		sql: statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq, mark: quoteIdent(o.fenceTable + markSuffix),
-			members: quoteIdent(o.membersTable)},
-		changed:  make(chan struct{}),
-		keepStop: make(chan struct{}),
-		keepDone: make(chan struct{}),
+		log:   o.Log,
+		probe: kit.NewProbe(backend, o.Log, o.Observers...),
+		sql: statements{fence: quoteIdent(o.FenceTable), seq: o.FenceSeq, mark: quoteIdent(o.FenceTable + markSuffix),
+			members: quoteIdent(o.MembersTable)},
 	}
-	p.hand.Limits = o.handoff
-	p.hand.Wake = p.notify.Notify
+	p.sql.prepare()
+	p.sess = kit.NewSessions(backend, o, kit.SessionDriver[string, *session, struct{}]{
+		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Closed: errClosed,
+	})
 	return p, nil
 }
 
@@ -104,40 +85,14 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 // waits and stops the keepalive goroutine. Acquires after Close fail. It
 // does not close db.
 func (p *Provider) Close() error {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
-	p.closed = true
-	conns := p.conns
-	p.conns = nil
-	for _, c := range conns {
-		if c.abort != nil {
-			// A blocking wait holds c.mu until the server answers:
-			// breaking its socket ends the wait at once.
-			c.abort()
+	p.closeOnce.Do(func() {
+		p.sess.Close()
+		p.waits.Wait()
+		if p.owned {
+			p.closeErr = p.db.Close()
 		}
-	}
-	p.signalLocked()
-	keeping := p.keepStarted
-	p.mu.Unlock()
-
-	close(p.keepStop)
-	if keeping {
-		<-p.keepDone
-	}
-	p.notify.NotifyAll()
-	for _, c := range conns {
-		c.mu.Lock()
-		c.fail(errClosed)
-		c.mu.Unlock()
-	}
-	p.waits.Wait()
-	if p.owned {
-		return p.db.Close()
-	}
-	return nil
+	})
+	return p.closeErr
 }
 
 // Mutex returns the exclusive lock of name: the user-level lock
@@ -192,39 +147,9 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	return p.probe.Semaphore(p.newSemaphore(name, max))
 }
 
-// signalLocked wakes everyone waiting for a connection to free up.
-func (p *Provider) signalLocked() {
-	close(p.changed)
-	p.changed = make(chan struct{})
-}
-
-// setup is a schema step a Provider runs once: again after a failure, never
-// after a success. Concurrent callers wait for the one running it.
-type setup struct {
-	mu   sync.Mutex
-	done bool
-}
-
-// run runs f, bounded by timeout whatever ctx's own deadline, unless it
-// already succeeded.
-func (s *setup) run(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	if err := f(ctx); err != nil {
-		return err
-	}
-	s.done = true
-	return nil
-}
-
 // opCtx bounds a statement on a shared connection: the caller's ctx bounds
 // only waiting, never a statement whose cancellation would break a
 // connection other locks live on.
 func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.Timeout)
 }

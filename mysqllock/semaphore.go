@@ -2,7 +2,6 @@ package mysqllock
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -46,7 +45,7 @@ func (s *semaphore) Name() string { return s.name }
 // the slots in turn, starting at a random one, stops at the first granted
 // and draws its token. Errors are as for Mutex.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
-	return s.p.tryAcquire(ctx, s.name, s.try)
+	return s.p.sess.TryAcquire(ctx, s.name, s.try)
 }
 
 // Acquire tries every slot as TryAcquire does and, when all are held,
@@ -56,63 +55,27 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 // freed elsewhere is taken within about 100 ms, and a release in this
 // process wakes it at once when it is not queued on the server.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", s.name, kit.NotAcquired(ctx))
-	}
-	wake, unsubscribe := s.p.notify.Subscribe(s.row)
-	defer unsubscribe()
-	h, err := kit.Wait(ctx, semBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-		h, err := s.try(ctx)
-		if err == nil || !errors.Is(err, core.ErrNotAcquired) {
-			return h, 0, err
-		}
-		c, cerr := s.p.emptyConn(ctx)
-		if cerr != nil {
-			return nil, 0, cerr
-		}
-		if c == nil {
-			return nil, 0, err
-		}
-		one := []string{s.slots[rand.N(len(s.slots))]}
-		return s.p.block(ctx, c, claim{name: s.name, row: s.row, locks: one, sem: true}, semWait)
+	return s.p.sess.Acquire(ctx, kit.SessionAcquire[string, *session, struct{}]{
+		Name: s.name, Wake: s.row, Backoff: semBackoff, Try: s.try,
+		Block: func(ctx context.Context, c *conn) (core.Handle, time.Duration, error) {
+			one := []string{s.slots[rand.N(len(s.slots))]}
+			return s.p.block(ctx, c, claim{name: s.name, row: s.row, locks: one, sem: true}, semWait)
+		},
 	})
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", s.name, err)
-	}
-	return h, nil
 }
 
 func (s *semaphore) try(ctx context.Context) (core.Handle, error) {
 	if err := s.p.ensureFence(ctx); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := s.p.sharedConn(ctx, "", true)
-		if errors.Is(err, errNoConn) {
-			return nil, kit.Busy("%v", err)
-		}
-		if err != nil {
-			return nil, err
-		}
+	return s.p.sess.Try(ctx, s.p.sess.Any, func(c *conn) (core.Handle, error) {
 		// Skip the slots this session holds: the server would grant them
 		// again (GET_LOCK is reentrant per session).
-		locks := make([]string, 0, len(s.slots))
-		first := rand.N(len(s.slots))
-		s.p.mu.Lock()
-		for i := range s.slots {
-			if l := s.slots[(first+i)%len(s.slots)]; c.held[l] == nil {
-				locks = append(locks, l)
-			}
-		}
-		s.p.mu.Unlock()
+		locks := c.Unheld(s.slots, rand.N(len(s.slots)))
 		if len(locks) == 0 {
-			c.mu.Unlock()
+			c.Unlock()
 			return nil, kit.Busy("all %d slots held by this process", len(s.slots))
 		}
-		h, err := s.p.tryOn(ctx, c, claim{name: s.name, row: s.row, locks: locks, sem: true})
-		if err != nil && attempt == 0 && errors.Is(err, errConnFailed) {
-			continue
-		}
-		return h, err
-	}
+		return s.p.tryOn(ctx, c, claim{name: s.name, row: s.row, locks: locks, sem: true})
+	})
 }

@@ -24,6 +24,14 @@ type statements struct {
 	seq     bool   // fence is a sequence (the default)
 	mark    string // quoted table whose commits make the sequence's blocks durable
 	members string // quoted members table
+
+	// The statements of every Mutex grant and handoff, built once.
+	mutexGrant, drawSQL string
+}
+
+// prepare builds the statements that do not vary.
+func (s *statements) prepare() {
+	s.mutexGrant, s.drawSQL = s.grant(1, false), s.draw()
 }
 
 // grant is one statement that takes the first free lock among n candidate
@@ -44,6 +52,9 @@ type statements struct {
 // Params: row name, identity, then (lock name, timeout seconds) per
 // candidate.
 func (s *statements) grant(n int, sem bool) string {
+	if n == 1 && !sem && s.mutexGrant != "" {
+		return s.mutexGrant
+	}
 	if s.seq {
 		var b strings.Builder
 		for i := range n {
@@ -85,11 +96,11 @@ func (s *statements) grantArgs(cl claim, identity string, timeout float64) []any
 // unlockSQL releases one lock of this session.
 const unlockSQL = `DO RELEASE_LOCK(?)`
 
-// unlockIfHeld releases those of n lock names this session holds: the
+// unlockIfHeldSQL releases those of n lock names this session holds: the
 // re-check after a grant statement failed, when the server may have granted
 // a lock before the error (a wait interrupted at the moment of its grant, a
 // counter bump that failed). Params: the names.
-func unlockIfHeld(n int) string {
+func unlockIfHeldSQL(n int) string {
 	parts := make([]string, n)
 	for i := range parts {
 		parts[i] = "IF(IS_USED_LOCK(?) = CONNECTION_ID(), RELEASE_LOCK(?), 0)"
@@ -104,6 +115,9 @@ func unlockIfHeld(n int) string {
 // the token, none when the session does not hold the lock; params:
 // identity, row name, lock name.
 func (s *statements) draw() string {
+	if s.drawSQL != "" {
+		return s.drawSQL
+	}
 	if s.seq {
 		return fmt.Sprintf(`SELECT CASE WHEN IS_USED_LOCK(?) = CONNECTION_ID() THEN NEXTVAL(%s) END`, s.fence)
 	}

@@ -23,7 +23,7 @@ const killGrace = 20 * time.Millisecond
 const killRetry = 50 * time.Millisecond
 
 // block waits in the server's queue for cl on c, a connection reserved by
-// emptyConn, for at most limit and at most until ctx's deadline: one
+// Sessions.Empty, for at most limit and at most until ctx's deadline: one
 // statement that returns when a lock is granted or the server's timeout
 // runs out. When ctx ends first, a KILL QUERY on another connection ends
 // the wait (killWait).
@@ -33,20 +33,20 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 		d = min(d, time.Until(dl))
 	}
 	if d < time.Millisecond || ctx.Err() != nil {
-		c.doneWaiting()
+		c.DoneWaiting()
 		return nil, 0, kit.NotAcquired(ctx)
 	}
 	secs, _ := strconv.ParseFloat(strconv.FormatFloat(d.Seconds(), 'f', 3, 64), 64)
-	w, ok, err := p.waitOn(ctx, c, cl, secs)
+	w, ok, err := p.waitOn(ctx, c.Conn, cl, secs)
 	if err == nil && ok {
-		err = c.confirm(ctx, w.token)
+		err = c.Conn.confirm(ctx, w.token)
 	}
 	if err == nil {
 		if ok {
 			h, err := p.granted(ctx, c, cl, w) // releases the grant if ctx ended
 			return h, 0, err
 		}
-		c.doneWaiting()
+		c.DoneWaiting()
 		if ctx.Err() != nil {
 			return nil, 0, kit.NotAcquired(ctx)
 		}
@@ -55,13 +55,13 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 	}
 	if connFailed(err) {
 		// Ending the session frees a grant that may have raced the error.
-		c.fail(err)
-		c.mu.Unlock()
-	} else if c.unlockIfHeld(ctx, cl.locks) {
+		c.Fail(err)
+		c.Unlock()
+	} else if unlockIfHeld(ctx, c, cl.locks) {
 		// The server may have granted a lock as the wait was killed.
-		c.doneWaiting()
+		c.DoneWaiting()
 	} else {
-		c.mu.Unlock()
+		c.Unlock()
 	}
 	if ctx.Err() != nil {
 		return nil, 0, kit.NotAcquired(ctx)
@@ -73,16 +73,15 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 // server, watched by killWait: ctx ends the wait without breaking the
 // connection. It returns once no KILL QUERY aimed at this statement can
 // still land, so that none ends the connection's next statement.
-func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) (won, bool, error) {
+func (p *Provider) waitOn(ctx context.Context, c *session, cl claim, secs float64) (won, bool, error) {
 	qctx, abort := context.WithCancel(context.WithoutCancel(ctx))
 	defer abort()
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	if !c.waiting(abort) {
 		return won{}, false, errClosed
 	}
-	c.abort = abort
-	p.mu.Unlock()
+	if c.nc != nil {
+		c.setDeadline(time.Time{}) // the wait is bounded by its server timeout and ctx
+	}
 
 	done, watched := make(chan struct{}), make(chan struct{})
 	p.waits.Add(1)
@@ -94,9 +93,7 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) 
 	w, ok, err := c.grantOn(qctx, cl, secs)
 	close(done)
 	<-watched
-	p.mu.Lock()
-	c.abort = nil
-	p.mu.Unlock()
+	c.waiting(nil)
 	return w, ok, err
 }
 
@@ -108,7 +105,7 @@ func (p *Provider) waitOn(ctx context.Context, c *conn, cl claim, secs float64) 
 // sent again every killRetry until the statement ends. When a KILL fails,
 // or the statement has not ended within the Provider's timeout, abort
 // breaks c's socket instead (and c is then failed).
-func (p *Provider) killWait(ctx context.Context, c *conn, done <-chan struct{}, abort context.CancelFunc) {
+func (p *Provider) killWait(ctx context.Context, c *session, done <-chan struct{}, abort context.CancelFunc) {
 	select {
 	case <-done:
 		return
@@ -123,13 +120,13 @@ func (p *Provider) killWait(ctx context.Context, c *conn, done <-chan struct{}, 
 		case <-grace.C:
 		}
 	}
-	kctx, cancel := context.WithTimeout(context.Background(), p.opts.timeout)
+	kctx, cancel := context.WithTimeout(context.Background(), p.opts.Timeout)
 	defer cancel()
 	retry := time.NewTicker(killRetry)
 	defer retry.Stop()
 	for {
 		if _, err := p.db.ExecContext(kctx, "KILL QUERY "+strconv.FormatUint(c.id, 10)); err != nil {
-			p.opts.log.Warn("mysqllock: KILL QUERY of an abandoned wait failed; closing its connection", "conn", c.id, "err", err)
+			p.log.Warn("mysqllock: KILL QUERY of an abandoned wait failed; closing its connection", "conn", c.id, "err", err)
 			abort()
 			return
 		}

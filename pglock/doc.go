@@ -69,8 +69,9 @@
 //
 // # Loss detection
 //
-// A lock lives as long as its session. Each connection that holds locks is
-// pinged every keepalive period (WithKeepalive, default 2 s) by one
+// A lock lives as long as its session (core/kit's Sessions, which
+// mysqllock shares). Each connection that holds locks is pinged every
+// keepalive period (WithKeepalive, default 2 s) by one
 // goroutine per Provider (liveness is per connection, so it pings
 // connections, not locks); a failed ping or any failed statement closes the
 // connection and cancels the context of every handle on it with

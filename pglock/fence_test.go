@@ -125,7 +125,7 @@ func TestSemaphoreReleaseNotifies(t *testing.T) {
 
 	p2.listen()
 	<-p2.listenReady
-	wake, unsubscribe := p2.notify.Subscribe("s:" + k.String())
+	wake, unsubscribe := p2.sess.Notify.Subscribe("s:" + k.String())
 	defer unsubscribe()
 	h, err := p1.Semaphore(name, 1).TryAcquire(ctx)
 	require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestSemaphoreReleaseNotifies(t *testing.T) {
 		}
 		got <- err
 	}()
-	require.Eventually(t, func() bool { return p2.notify.Len() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p2.sess.Notify.Len() == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, h.Release(ctx))
 	require.NoError(t, <-got)
 }

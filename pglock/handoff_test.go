@@ -14,11 +14,9 @@ import (
 
 // grantOf returns the grant behind h in p, or nil.
 func grantOf(p *Provider, h core.Handle) *grant {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		for _, g := range c.held {
-			if core.Handle(g.h) == h {
+	for _, c := range p.sess.Conns() {
+		for _, g := range c.Grants() {
+			if core.Handle(g.Handle()) == h {
 				return g
 			}
 		}
@@ -36,8 +34,8 @@ func waitIdleWaiter(t *testing.T, p *Provider, k Key, n int) {
 	t.Helper()
 	fence := "k:" + k.String()
 	require.Eventually(t, func() bool {
-		_, held := p.hand.Holder(fence)
-		return held && p.hand.Len(fence) >= n
+		_, held := p.sess.Hand.Holder(fence)
+		return held && p.sess.Hand.Len(fence) >= n
 	}, 5*time.Second, time.Millisecond)
 }
 
@@ -114,7 +112,7 @@ func TestHandoffKeepsLockOnSession(t *testing.T) {
 	require.NotNil(t, h2)
 	require.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.Equal(t, pid, backendPID(t, h2), "handed on within the session")
-	require.Equal(t, 1, grantOf(p, h2).run.Len())
+	require.Equal(t, 1, grantOf(p, h2).Run().Len())
 	require.ErrorIs(t, context.Cause(h1.Context()), core.ErrReleased)
 	require.NoError(t, h2.Context().Err())
 
@@ -172,7 +170,7 @@ func TestHandoffTokensIncreaseAndRunBound(t *testing.T) {
 					mu.Lock()
 					tokens = append(tokens, h.FencingToken())
 					if g := grantOf(p, h); g != nil {
-						runs = append(runs, g.run.Len())
+						runs = append(runs, g.Run().Len())
 					}
 					mu.Unlock()
 					time.Sleep(time.Millisecond)
@@ -247,14 +245,14 @@ func TestHandoffRunSpan(t *testing.T) {
 	p, h1, got := hm.p, hm.h1, hm.got
 	hm.acquire(t)
 	waitIdleWaiter(t, p, hm.k, 1)
-	run := grantOf(p, h1).run
-	require.Eventually(t, func() bool { return !p.hand.Within(run) }, 5*time.Second, time.Millisecond,
+	run := grantOf(p, h1).Run()
+	require.Eventually(t, func() bool { return !p.sess.Hand.Within(run) }, 5*time.Second, time.Millisecond,
 		"the run outlasts its span")
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
 	require.NotNil(t, h2)
 	require.Greater(t, h2.FencingToken(), h1.FencingToken())
-	require.Equal(t, 0, grantOf(p, h2).run.Len(), "a new run after an unlock")
+	require.Equal(t, 0, grantOf(p, h2).Run().Len(), "a new run after an unlock")
 	require.NoError(t, h2.Release(ctx))
 }
 
@@ -306,7 +304,7 @@ func TestHandoffBrokenConnection(t *testing.T) {
 	waitIdleWaiter(t, p, k, 1)
 	require.NoError(t, h1.Release(ctx))
 	h2 := <-got
-	require.Equal(t, 1, grantOf(p, h2).run.Len())
+	require.Equal(t, 1, grantOf(p, h2).Run().Len())
 
 	// A waiter lines up behind the handed-on grant, whose session dies.
 	hm.acquire(t)
@@ -325,7 +323,7 @@ func TestHandoffBrokenConnection(t *testing.T) {
 	}
 	require.NotNil(t, h3)
 	require.Greater(t, h3.FencingToken(), h2.FencingToken())
-	require.Equal(t, 0, grantOf(p, h3).run.Len())
+	require.Equal(t, 0, grantOf(p, h3).Run().Len())
 	require.NotEqual(t, backendPID(t, h3), uint32(0))
 	require.NoError(t, h2.Release(ctx))
 	require.NoError(t, h3.Release(ctx))

@@ -34,9 +34,9 @@ func (p *Provider) listenLoop(ctx context.Context) {
 		if err := p.listenOnce(ctx); err == nil {
 			n = 0
 		} else if ctx.Err() == nil {
-			p.opts.log.Warn("distlock: release signal failed; waiters poll until it is back", "backend", backend, "err", err)
+			p.log.Warn("distlock: release signal failed; waiters poll until it is back", "backend", backend, "err", err)
 		}
-		p.notify.NotifyAll()
+		p.sess.Notify.NotifyAll()
 		t := time.NewTimer(semBackoff.Delay(n))
 		select {
 		case <-ctx.Done():
@@ -66,13 +66,13 @@ func (p *Provider) listenOnce(ctx context.Context) error {
 		return err
 	}
 	// Releases before the LISTEN took effect were missed.
-	p.notify.NotifyAll()
+	p.sess.Notify.NotifyAll()
 	p.listenReadyOnce.Do(func() { close(p.listenReady) })
 	for {
 		n, err := c.pc.WaitForNotification(ctx)
 		if err != nil {
 			return nil
 		}
-		p.notify.Notify(n.Payload)
+		p.sess.Notify.Notify(n.Payload)
 	}
 }

@@ -27,7 +27,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	if err := p.ensureMembers(ctx); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
-	t := quoteIdent(p.opts.membersTable)
+	t := quoteIdent(p.opts.MembersTable)
 	q := fmt.Sprintf(`WITH purge AS (DELETE FROM %[1]s WHERE grp = $1 AND id <> $2 AND expires_at < now() - interval '1 hour')
 INSERT INTO %[1]s (grp, id, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
 ON CONFLICT (grp, id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, t)
@@ -57,7 +57,7 @@ up AS (INSERT INTO %[1]s (grp, id, expires_at) VALUES ($1, $2, now() + $3 * inte
   ON CONFLICT (grp, id) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING id)
 SELECT id FROM (SELECT id FROM %[1]s WHERE grp = $1 AND id <> $2 AND expires_at > now()
   UNION ALL SELECT id FROM up) AS m
-ORDER BY id COLLATE "C"`, quoteIdent(p.opts.membersTable))
+ORDER BY id COLLATE "C"`, quoteIdent(p.opts.MembersTable))
 	rows, err := p.pool.Query(ctx, q, group, id, ttl.Microseconds())
 	if err != nil {
 		return nil, kit.Wrap(backend, "heartbeat", group, err)
@@ -77,7 +77,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	if err := p.ensureMembers(ctx); err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
-	q := fmt.Sprintf(`DELETE FROM %s WHERE grp = $1 AND id = $2`, quoteIdent(p.opts.membersTable))
+	q := fmt.Sprintf(`DELETE FROM %s WHERE grp = $1 AND id = $2`, quoteIdent(p.opts.MembersTable))
 	if _, err := p.pool.Exec(ctx, q, group, id); err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
@@ -93,7 +93,7 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 	if err := p.ensureMembers(ctx); err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
-	q := fmt.Sprintf(`SELECT id FROM %s WHERE grp = $1 AND expires_at > now() ORDER BY id COLLATE "C"`, quoteIdent(p.opts.membersTable))
+	q := fmt.Sprintf(`SELECT id FROM %s WHERE grp = $1 AND expires_at > now() ORDER BY id COLLATE "C"`, quoteIdent(p.opts.MembersTable))
 	rows, err := p.pool.Query(ctx, q, group)
 	if err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
@@ -119,11 +119,11 @@ func validMember(group, id string) error {
 }
 
 func (p *Provider) ensureMembers(ctx context.Context) error {
-	return p.membersSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+	return p.membersSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))`,
-			quoteIdent(p.opts.membersTable))
+			quoteIdent(p.opts.MembersTable))
 		if err := execCreate(ctx, p.pool, q); err != nil {
-			return fmt.Errorf("create members table %s: %w", p.opts.membersTable, err)
+			return fmt.Errorf("create members table %s: %w", p.opts.MembersTable, err)
 		}
 		return nil
 	})

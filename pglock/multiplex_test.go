@@ -100,9 +100,7 @@ func TestMultiplexRandomOps(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	p.mu.Lock()
-	assert.LessOrEqual(t, len(p.conns), 2)
-	p.mu.Unlock()
+	assert.LessOrEqual(t, len(p.sess.Conns()), 2)
 }
 
 // 10,000 locks held at once by one Provider use at most 8 server
@@ -247,9 +245,7 @@ func TestEndedWaitsReuseConnection(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, err, core.ErrNotAcquired)
 	}
-	p1.mu.Lock()
-	n := len(p1.conns)
-	p1.mu.Unlock()
+	n := len(p1.sess.Conns())
 	assert.LessOrEqual(t, n, 2)
 	require.NoError(t, h.Release(ctx))
 	h, err = p1.Mutex(name).TryAcquire(ctx)

@@ -55,20 +55,7 @@ func (l *locker) Name() string { return l.name }
 // statement itself runs to completion (bounded by WithTimeout), and a grant
 // that races the cancellation of ctx is released before the error returns.
 func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
-	return l.p.tryAcquire(ctx, l.name, l.try)
-}
-
-// tryAcquire is TryAcquire for every primitive: try, unless ctx is done
-// already, with its error wrapped.
-func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context.Context) (core.Handle, error)) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
-	}
-	h, err := try(ctx)
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", name, err)
-	}
-	return h, nil
+	return l.p.sess.TryAcquire(ctx, l.name, l.try)
 }
 
 // Acquire waits until the lock is granted or ctx is done. It first tries
@@ -84,37 +71,13 @@ func (p *Provider) tryAcquire(ctx context.Context, name string, try func(context
 // exclusive grant of this Provider it waits locally for the release to hand
 // the lock over (see "Local handoff" in the package documentation).
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", l.name, kit.NotAcquired(ctx))
-	}
-	wake, unsubscribe := l.p.notify.Subscribe(l.fence)
-	defer unsubscribe()
-	attempt := func(ctx context.Context) (core.Handle, time.Duration, error) {
-		h, err := l.try(ctx)
-		if err == nil || !errors.Is(err, core.ErrNotAcquired) {
+	return l.p.sess.Acquire(ctx, kit.SessionAcquire[Key, *session, lockInfo]{
+		Name: l.name, Wake: l.fence, HandsOff: l.handsOff(), Try: l.try,
+		Block: func(ctx context.Context, c *conn) (core.Handle, time.Duration, error) {
+			h, err := l.block(ctx, c)
 			return h, 0, err
-		}
-		c, cerr := l.p.emptyConn(ctx)
-		if cerr != nil {
-			return nil, 0, cerr
-		}
-		if c == nil {
-			return nil, 0, err // no connection to wait on: back off
-		}
-		h, err = l.block(ctx, c)
-		return h, 0, err
-	}
-	var h core.Handle
-	var err error
-	if l.handsOff() {
-		h, err = l.acquireLocal(ctx, wake, attempt)
-	} else {
-		h, err = kit.Wait(ctx, kit.DefaultBackoff, wake, attempt)
-	}
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", l.name, err)
-	}
-	return h, nil
+		},
+	})
 }
 
 // handsOff reports whether grants of l may be handed on locally: the
@@ -124,62 +87,48 @@ func (l *locker) handsOff() bool {
 	return l.mode == exclusive && !l.notify && l.p.handoffOn()
 }
 
+// excludes reports whether a grant of this Provider excludes l's request:
+// either of them is exclusive.
+func (l *locker) excludes(g *grant) bool {
+	return l.mode == exclusive || g.Info.mode == exclusive
+}
+
 func (l *locker) try(ctx context.Context) (core.Handle, error) {
 	if err := l.p.ensureFence(ctx); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := l.p.sharedConn(ctx, l.key, l.mode, false)
-		if errors.Is(err, errLocalBusy) || errors.Is(err, errNoConn) {
-			return nil, kit.Busy("%v", err)
-		}
-		if err != nil {
-			return nil, err
-		}
+	return l.p.sess.Try(ctx, func(ctx context.Context) (*conn, error) {
+		return l.p.sess.Shared(ctx, l.key, l.excludes)
+	}, func(c *conn) (core.Handle, error) {
 		q, args := l.p.sql.try(l.key, l.mode)
 		var ok bool
 		var token *int64
-		octx, unbound := c.bound(ctx)
-		err = c.pc.QueryRow(octx, q, append(args, l.fence, l.p.opts.identity)...).Scan(&ok, &token)
+		octx, unbound := c.Conn.bound(ctx)
+		err := c.Conn.pc.QueryRow(octx, q, append(args, l.fence, l.p.opts.Identity)...).Scan(&ok, &token)
 		unbound()
 		if err != nil {
-			if c.connFailed(err) {
-				// The session is gone and any grant with it: a connection
-				// that broke while idle must not fail this acquire.
-				c.fail(err)
-				c.mu.Unlock()
-				if attempt == 0 {
-					continue
-				}
-				return nil, err
+			if c.Conn.connFailed(err) {
+				c.Fail(err)
+				c.Unlock()
+				return nil, fmt.Errorf("%w: %w", kit.ErrSessionFailed, err)
 			}
-			c.unlockIfHeld(ctx, l.key, l.mode)
-			c.mu.Unlock()
+			unlockIfHeld(ctx, c, l.key, l.mode)
+			c.Unlock()
 			return nil, err
 		}
 		if !ok {
-			c.mu.Unlock()
+			c.Unlock()
 			return nil, kit.Busy("held by another session")
 		}
 		return l.granted(ctx, c, *token)
-	}
+	})
 }
 
 // granted registers a grant on c (locked), unlocks c, and returns the
 // handle, or releases the grant when ctx ended meanwhile.
 func (l *locker) granted(ctx context.Context, c *conn, token int64) (core.Handle, error) {
-	g := &grant{c: c, key: l.key, mode: l.mode, wake: l.fence, notify: l.notify, name: l.name,
-		handoff: l.handsOff(), run: kit.StartRun(time.Now())}
-	g.h = kit.NewHandle(uint64(token), func(rctx context.Context) error {
-		return l.p.release(rctx, g)
-	})
-	c.addGrant(g)
-	c.mu.Unlock()
-	if ctx.Err() != nil {
-		_ = g.h.Release(ctx)
-		return nil, kit.NotAcquired(ctx)
-	}
-	return g.h, nil
+	return c.Grant(ctx, &grant{Key: l.key, Wake: l.fence, Name: l.name, Info: lockInfo{mode: l.mode, notify: l.notify},
+		Handoff: l.handsOff()}, uint64(token))
 }
 
 // timedWaitMax is the longest wait given a server-side lock_timeout.
@@ -187,36 +136,33 @@ func (l *locker) granted(ctx context.Context, c *conn, token int64) (core.Handle
 // ctx ends, which saves two set_config calls on every handover.
 const timedWaitMax = 10 * time.Second
 
-// block waits for the lock on c, a connection reserved by emptyConn.
+// block waits for the lock on c, a connection reserved by Sessions.Empty.
 func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 	q, args := l.p.sql.block(l.key, l.mode)
-	args = append(args, l.fence, l.p.opts.identity)
+	args = append(args, l.fence, l.p.opts.Identity)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timedWaitMax {
 		ms := math.Ceil(float64(time.Until(dl)) / float64(time.Millisecond))
 		if ms < 1 {
-			c.doneWaiting()
+			c.DoneWaiting()
 			return nil, kit.NotAcquired(ctx)
 		}
 		q, args = l.p.sql.blockTimed(l.key, l.mode)
-		args = append(args, l.fence, l.p.opts.identity, strconv.FormatFloat(ms, 'f', 0, 64)+"ms")
+		args = append(args, l.fence, l.p.opts.Identity, strconv.FormatFloat(ms, 'f', 0, 64)+"ms")
 	}
 	if ctx.Err() != nil {
-		c.doneWaiting()
+		c.DoneWaiting()
 		return nil, kit.NotAcquired(ctx)
 	}
 	var token int64
-	err := c.pc.QueryRow(ctx, q, args...).Scan(&token)
+	err := c.Conn.pc.QueryRow(ctx, q, args...).Scan(&token)
 	if err == nil {
-		l.p.mu.Lock()
-		c.waiting = false
-		l.p.mu.Unlock()
 		// granted unlocks c, and releases the grant if ctx ended.
 		return l.granted(ctx, c, token)
 	}
-	if c.connFailed(err) {
+	if c.Conn.connFailed(err) {
 		// Closing the session frees a grant that may have raced the error.
-		c.fail(err)
-		c.mu.Unlock()
+		c.Fail(err)
+		c.Unlock()
 		if ctx.Err() != nil {
 			return nil, kit.NotAcquired(ctx)
 		}
@@ -224,10 +170,10 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 	}
 	// The server may have granted the lock at the moment the wait was
 	// cancelled or timed out: look in pg_locks and unlock if so.
-	if c.unlockIfHeld(ctx, l.key, l.mode) {
-		c.doneWaiting()
+	if unlockIfHeld(ctx, c, l.key, l.mode) {
+		c.DoneWaiting()
 	} else {
-		c.mu.Unlock()
+		c.Unlock()
 	}
 	var pgErr *pgconn.PgError
 	switch {
@@ -238,36 +184,4 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 		return nil, kit.Busy("lock_timeout")
 	}
 	return nil, err
-}
-
-// release unlocks g on its connection: one round trip. When the connection
-// has failed, the server has already freed the lock and release returns nil.
-// When the unlock fails, the connection is failed (closing the session is
-// the sure way to free the lock), which loses the other handles on it. When
-// a waiter of this Provider can take the lock over, release hands it on
-// instead, keeping the lock on the connection (see handoff.go).
-func (p *Provider) release(ctx context.Context, g *grant) error {
-	if p.handOff(ctx, g) {
-		return nil
-	}
-	c := g.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.isBroken() {
-		return nil
-	}
-	q, args := p.sql.unlock(g.key, g.mode)
-	if g.notify {
-		q, args = p.sql.unlockNotify(g.key, g.wake)
-	}
-	octx, unbound := c.bound(ctx)
-	var ok bool
-	err := c.pc.QueryRow(octx, q, args...).Scan(&ok)
-	unbound()
-	if err != nil {
-		c.fail(fmt.Errorf("release: %w", err))
-		return kit.Wrap(backend, "release", g.name, err)
-	}
-	c.dropGrant(g)
-	return nil
 }

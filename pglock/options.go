@@ -23,29 +23,18 @@ const (
 	DefaultMembersTable = "distlock_members"
 	// DefaultKeepalive is how often a connection that holds locks is pinged;
 	// a lost connection is reported within about twice this.
-	DefaultKeepalive = 2 * time.Second
+	DefaultKeepalive = kit.DefaultSessionKeepalive
 	// DefaultMaxConns bounds the connections a Provider opens for holding
 	// and waiting (its pool's own connections are not counted).
-	DefaultMaxConns = 16
+	DefaultMaxConns = kit.DefaultSessionMaxConns
 	// DefaultTimeout bounds one statement on a connection that holds locks
 	// (a try-lock, a release), so a server that stopped answering fails the
 	// call instead of hanging it.
-	DefaultTimeout = 10 * time.Second
+	DefaultTimeout = kit.DefaultSessionTimeout
 )
 
-type options struct {
-	fenceTable   string // or sequence, when fenceSeq
-	fenceSeq     bool
-	membersTable string
-	keepalive    time.Duration
-	maxConns     int
-	timeout      time.Duration
-	identity     string
-	handoff      kit.HandoffLimits
-	log          *slog.Logger
-
-	observers []core.Observer
-}
+// options are the shared options of a backend on kit.Sessions.
+type options = kit.SessionConfig
 
 // Option configures a Provider.
 type Option func(*options)
@@ -68,7 +57,7 @@ type Option func(*options)
 //
 //	CREATE TABLE distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
 func WithFenceTable(name string) Option {
-	return func(o *options) { o.fenceTable, o.fenceSeq = name, false }
+	return func(o *options) { o.FenceTable, o.FenceSeq = name, false }
 }
 
 // WithFenceSequence names the sequence fencing tokens are drawn from (the
@@ -87,7 +76,7 @@ func WithFenceTable(name string) Option {
 // core.Inspector: no row records the holder (see WithFenceTable). Every
 // Provider sharing locks must use the same fence source.
 func WithFenceSequence(name string) Option {
-	return func(o *options) { o.fenceTable, o.fenceSeq = name, true }
+	return func(o *options) { o.FenceTable, o.FenceSeq = name, true }
 }
 
 // WithMembersTable names the table that Membership uses (default
@@ -95,7 +84,7 @@ func WithFenceSequence(name string) Option {
 //
 //	CREATE TABLE distlock_members (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))
 func WithMembersTable(name string) Option {
-	return func(o *options) { o.membersTable = name }
+	return func(o *options) { o.MembersTable = name }
 }
 
 // WithKeepalive sets how often each connection that holds locks is pinged
@@ -103,7 +92,7 @@ func WithMembersTable(name string) Option {
 // connection, cancels the context of every handle held on it with
 // core.ErrLockLost.
 func WithKeepalive(d time.Duration) Option {
-	return func(o *options) { o.keepalive = d }
+	return func(o *options) { o.Keepalive = d }
 }
 
 // WithMaxConns bounds the connections the Provider opens for holding and
@@ -111,13 +100,13 @@ func WithKeepalive(d time.Duration) Option {
 // connections, so this bounds the number of concurrent blocking waits, not
 // the number of locks.
 func WithMaxConns(n int) Option {
-	return func(o *options) { o.maxConns = n }
+	return func(o *options) { o.MaxConns = n }
 }
 
 // WithTimeout bounds each statement run on a shared connection (default
 // DefaultTimeout).
 func WithTimeout(d time.Duration) Option {
-	return func(o *options) { o.timeout = d }
+	return func(o *options) { o.Timeout = d }
 }
 
 // WithLocalHandoff bounds runs of local handoffs: at most max in a row,
@@ -134,7 +123,7 @@ func WithTimeout(d time.Duration) Option {
 // is an error matching core.ErrInvalidArgument. See the package
 // documentation, "Local handoff".
 func WithLocalHandoff(max int, span time.Duration) Option {
-	return func(o *options) { o.handoff = kit.HandoffLimits{Max: max, Span: span} }
+	return func(o *options) { o.Handoff = kit.HandoffLimits{Max: max, Span: span} }
 }
 
 // MaxIdentity is the longest identity, in bytes, that WithIdentity accepts.
@@ -144,7 +133,7 @@ const MaxIdentity = 1024
 // Holder reports (core.Inspector). It must be non-empty valid UTF-8 of at
 // most MaxIdentity bytes. Default kit.DefaultIdentity() ("hostname-pid").
 func WithIdentity(id string) Option {
-	return func(o *options) { o.identity = id }
+	return func(o *options) { o.Identity = id }
 }
 
 // WithLogger sets where the Provider reports what happens to its locks
@@ -152,7 +141,7 @@ func WithIdentity(id string) Option {
 // and took its locks with it, a listener for releases that had to
 // reconnect, a lock lost, a release that failed; at Debug, each acquire
 // and release. Default (and nil): discard, which costs nothing.
-func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every
 // acquire (its outcome and how long it took), release and loss (with its
@@ -160,28 +149,7 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.log = l } }
 // observer sees every event, in the order given. Default: none, which
 // costs nothing.
 func WithObserver(obs core.Observer) Option {
-	return func(o *options) { o.observers = append(o.observers, obs) }
-}
-
-// validate returns the first broken invariant of o, matching
-// core.ErrInvalidArgument.
-func (o options) validate() error {
-	for _, name := range []string{o.fenceTable, o.membersTable} {
-		if err := validIdent(name); err != nil {
-			return err
-		}
-	}
-	switch {
-	case o.keepalive <= 0:
-		return kit.Invalid("pglock: keepalive %v must be positive", o.keepalive)
-	case o.maxConns < 2:
-		return kit.Invalid("pglock: max conns %d must be at least 2", o.maxConns)
-	case o.timeout <= 0:
-		return kit.Invalid("pglock: timeout %v must be positive", o.timeout)
-	case kit.ValidateName(o.identity) != nil || len(o.identity) > MaxIdentity:
-		return kit.Invalid("pglock: identity must be non-empty UTF-8 of at most %d bytes", MaxIdentity)
-	}
-	return o.handoff.Validate("pglock")
+	return func(o *options) { o.Observers = append(o.Observers, obs) }
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)

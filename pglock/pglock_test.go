@@ -75,12 +75,10 @@ func backendPID(t testing.TB, h core.Handle) uint32 {
 	var pid uint32
 	providers.Range(func(k, _ any) bool {
 		p := k.(*Provider)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			for _, g := range c.held {
-				if core.Handle(g.h) == h {
-					pid = c.pc.PgConn().PID()
+		for _, c := range p.sess.Conns() {
+			for _, g := range c.Grants() {
+				if core.Handle(g.Handle()) == h {
+					pid = c.Conn.pc.PgConn().PID()
 					return false
 				}
 			}

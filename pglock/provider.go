@@ -22,26 +22,20 @@ var errClosed = errors.New("pglock: provider closed")
 // session advisory locks. It is safe for concurrent use. Close it to release
 // every lock it holds and stop its goroutines.
 type Provider struct {
-	pool   *pgxpool.Pool
-	opts   options
-	sql    statements
-	notify kit.Notifier
-	probe  *kit.Probe // nil without observers
+	pool  *pgxpool.Pool
+	opts  options
+	log   *slog.Logger
+	sql   statements
+	probe *kit.Probe // nil without observers
+	// sess holds the locks on the Provider's connections (conn.go).
+	sess *kit.Sessions[Key, *session, lockInfo]
 
-	fenceSetup   setup // the fence sequence or table exists
-	membersSetup setup // the members table exists
-
-	mu      sync.Mutex
-	conns   []*conn
-	dialing int // connections being dialed
-	// dialingWaits counts those of them dialed for a blocking wait.
-	dialingWaits int
-	closed       bool
-	changed      chan struct{} // closed and replaced whenever a connection frees up
-	// hand lines up local waiters and hands exclusive grants on (handoff.go).
-	hand kit.Handoffs[*grant, *kit.BaseHandle]
+	fenceSetup   kit.Setup // the fence sequence or table exists
+	membersSetup kit.Setup // the members table exists
 
 	// The release listener runs from the first semaphore wait until Close.
+	mu         sync.Mutex
+	closed     bool
 	listening  bool
 	listenStop context.CancelFunc
 	listenDone chan struct{}
@@ -49,11 +43,6 @@ type Provider struct {
 	// listenReady is closed once the listener first listens (for tests).
 	listenReady     chan struct{}
 	listenReadyOnce sync.Once
-
-	// The keepalive loop runs from the first grant until Close.
-	keepStarted bool
-	keepStop    chan struct{}
-	keepDone    chan struct{}
 
 	owned bool // Open made the pool: Close closes it
 }
@@ -72,44 +61,24 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 	if pool == nil {
 		return nil, kit.Invalid("pglock: nil pool")
 	}
-	o := options{
-		fenceTable:   DefaultFenceSequence,
-		fenceSeq:     true,
-		membersTable: DefaultMembersTable,
-		keepalive:    DefaultKeepalive,
-		maxConns:     DefaultMaxConns,
-		timeout:      DefaultTimeout,
-		identity:     kit.DefaultIdentity(),
-		handoff:      kit.DefaultHandoffLimits(),
-		log:          slog.New(slog.DiscardHandler),
-	}
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, kit.Invalid("pglock: nil option")
-		}
-		opt(&o)
-	}
-	if err := o.validate(); err != nil {
+	o, err := kit.Configure("pglock", kit.DefaultSessionConfig(DefaultFenceSequence, DefaultMembersTable), opts,
+		kit.SessionRules{Ident: validIdent, MaxIdentity: MaxIdentity})
+	if err != nil {
 		return nil, err
 	}
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
-	}
 	p := &Provider{
-		pool:     pool,
-		opts:     o,
-		sql:      statements{fence: quoteIdent(o.fenceTable), seq: o.fenceSeq},
-		changed:  make(chan struct{}),
-		keepStop: make(chan struct{}),
-		keepDone: make(chan struct{}),
-
+		pool:        pool,
+		opts:        o,
+		log:         o.Log,
+		sql:         statements{fence: quoteIdent(o.FenceTable), seq: o.FenceSeq},
 		listenDone:  make(chan struct{}),
 		listenReady: make(chan struct{}),
 		semBackoff:  semBackoff,
-		probe:       kit.NewProbe(backend, o.log, o.observers...),
+		probe:       kit.NewProbe(backend, o.Log, o.Observers...),
 	}
-	p.hand.Limits = o.handoff
-	p.hand.Wake = p.notify.Notify
+	p.sess = kit.NewSessions(backend, o, kit.SessionDriver[Key, *session, lockInfo]{
+		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Closed: errClosed,
+	})
 	return p, nil
 }
 
@@ -125,37 +94,13 @@ func (p *Provider) Close() error {
 		return nil
 	}
 	p.closed = true
-	conns := p.conns
-	p.conns = nil
-	var waiting []*conn
-	for _, c := range conns {
-		if c.waiting {
-			waiting = append(waiting, c)
-		}
-	}
-	p.signalLocked()
-	keeping := p.keepStarted
 	listening := p.listening
 	p.mu.Unlock()
 
-	close(p.keepStop)
-	if keeping {
-		<-p.keepDone
-	}
+	p.sess.Close()
 	if listening {
 		p.listenStop()
 		<-p.listenDone
-	}
-	p.notify.NotifyAll()
-	for _, c := range waiting {
-		// A blocking wait holds c.mu until the server answers: closing the
-		// socket under it ends the wait at once.
-		_ = c.pc.PgConn().Conn().Close()
-	}
-	for _, c := range conns {
-		c.mu.Lock()
-		c.fail(errClosed)
-		c.mu.Unlock()
 	}
 	if p.owned {
 		p.pool.Close()
@@ -240,18 +185,12 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	return p.probe.Semaphore(p.newSemaphore(name, k, max))
 }
 
-// signalLocked wakes everyone waiting for a connection to free up.
-func (p *Provider) signalLocked() {
-	close(p.changed)
-	p.changed = make(chan struct{})
-}
-
 // ensureFence creates the fence sequence or table once per Provider. Concurrent
 // creators in other processes may race: a duplicate error means it exists.
 func (p *Provider) ensureFence(ctx context.Context) error {
-	return p.fenceSetup.run(ctx, p.opts.timeout, func(ctx context.Context) error {
+	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if err := execCreate(ctx, p.pool, p.sql.createFence()); err != nil {
-			return fmt.Errorf("create fence %s: %w", p.opts.fenceTable, err)
+			return fmt.Errorf("create fence %s: %w", p.opts.FenceTable, err)
 		}
 		if p.sql.seq {
 			return nil
@@ -260,39 +199,15 @@ func (p *Provider) ensureFence(ctx context.Context) error {
 		// then take the ALTER's exclusive lock, which would stall grants.
 		var has bool
 		if err := p.pool.QueryRow(ctx, hasHolderSQL, p.sql.fence).Scan(&has); err != nil {
-			return fmt.Errorf("check fence table %s: %w", p.opts.fenceTable, err)
+			return fmt.Errorf("check fence table %s: %w", p.opts.FenceTable, err)
 		}
 		if !has {
 			if _, err := p.pool.Exec(ctx, p.sql.addHolder()); err != nil {
-				return fmt.Errorf("add holder to fence table %s: %w", p.opts.fenceTable, err)
+				return fmt.Errorf("add holder to fence table %s: %w", p.opts.FenceTable, err)
 			}
 		}
 		return nil
 	})
-}
-
-// setup is a schema step a Provider runs once: again after a failure, never
-// after a success. Concurrent callers wait for the one running it.
-type setup struct {
-	mu   sync.Mutex
-	done bool
-}
-
-// run runs f, bounded by timeout whatever ctx's own deadline, unless it
-// already succeeded.
-func (s *setup) run(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	defer cancel()
-	if err := f(ctx); err != nil {
-		return err
-	}
-	s.done = true
-	return nil
 }
 
 func execCreate(ctx context.Context, pool *pgxpool.Pool, q string) error {
@@ -315,5 +230,5 @@ func execCreate(ctx context.Context, pool *pgxpool.Pool, q string) error {
 // only waiting, never a statement whose cancellation would break a
 // connection other locks live on.
 func (p *Provider) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), p.opts.Timeout)
 }

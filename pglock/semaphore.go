@@ -2,7 +2,6 @@ package pglock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -43,7 +42,7 @@ func (s *semaphore) Name() string { return s.name }
 // the slots in turn, starting at a random one, stops at the first granted
 // and bumps the semaphore's fence counter. Errors are as for Mutex.
 func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
-	return s.p.tryAcquire(ctx, s.name, s.try)
+	return s.p.sess.TryAcquire(ctx, s.name, s.try)
 }
 
 // Acquire retries TryAcquire until a slot is granted or ctx is done, woken
@@ -52,79 +51,56 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 // sends it; the Provider LISTENs on one connection of its own, opened on
 // the first semaphore wait). A missed signal costs at most 100 ms.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
-	if ctx.Err() != nil {
-		return nil, kit.Wrap(backend, "acquire", s.name, kit.NotAcquired(ctx))
+	if ctx.Err() == nil {
+		s.p.listen()
 	}
-	s.p.listen()
-	wake, unsubscribe := s.p.notify.Subscribe(s.fence)
-	defer unsubscribe()
-	h, err := kit.Wait(ctx, s.p.semBackoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-		h, err := s.try(ctx)
-		return h, 0, err
+	return s.p.sess.Acquire(ctx, kit.SessionAcquire[Key, *session, lockInfo]{
+		Name: s.name, Wake: s.fence, Backoff: s.p.semBackoff, Try: s.try,
 	})
-	if err != nil {
-		return nil, kit.Wrap(backend, "acquire", s.name, err)
-	}
-	return h, nil
 }
 
 func (s *semaphore) try(ctx context.Context) (core.Handle, error) {
 	if err := s.p.ensureFence(ctx); err != nil {
 		return nil, err
 	}
-	for attempt := 0; ; attempt++ {
-		c, err := s.p.sharedConn(ctx, Key{}, exclusive, true)
-		if errors.Is(err, errNoConn) {
-			return nil, kit.Busy("%v", err)
-		}
-		if err != nil {
-			return nil, err
-		}
+	return s.p.sess.Try(ctx, s.p.sess.Any, func(c *conn) (core.Handle, error) {
 		// Skip the slots this session holds: the server would grant them
 		// again (advisory locks are reentrant per session).
-		keys := make([]int64, 0, len(s.slots))
-		first := rand.N(len(s.slots))
-		s.p.mu.Lock()
-		for i := range s.slots {
-			k := s.slots[(first+i)%len(s.slots)]
-			if c.held[k] == nil {
-				keys = append(keys, k.v)
-			}
-		}
-		s.p.mu.Unlock()
-		if len(keys) == 0 {
-			c.mu.Unlock()
+		free := c.Unheld(s.slots, rand.N(len(s.slots)))
+		if len(free) == 0 {
+			c.Unlock()
 			return nil, kit.Busy("all %d slots held by this process", len(s.slots))
 		}
+		keys := make([]int64, len(free))
+		for i, k := range free {
+			keys[i] = k.v
+		}
 		var slot, token *int64
-		octx, unbound := c.bound(ctx)
-		err = c.pc.QueryRow(octx, s.p.sql.trySlots(), keys, s.fence, s.p.opts.identity).Scan(&slot, &token)
+		octx, unbound := c.Conn.bound(ctx)
+		err := c.Conn.pc.QueryRow(octx, s.p.sql.trySlots(), keys, s.fence, s.p.opts.Identity).Scan(&slot, &token)
 		unbound()
 		if err != nil {
-			if c.connFailed(err) {
-				c.fail(err)
-				c.mu.Unlock()
-				if attempt == 0 {
-					continue
-				}
-				return nil, err
+			if c.Conn.connFailed(err) {
+				c.Fail(err)
+				c.Unlock()
+				return nil, fmt.Errorf("%w: %w", kit.ErrSessionFailed, err)
 			}
 			// The statement may have failed after taking a slot: release
 			// any candidate slot this session holds (it held none before).
-			octx, unbound := c.bound(ctx)
-			_, rerr := c.pc.Exec(octx, unlockSlotsIfHeldSQL, keys)
+			octx, unbound := c.Conn.bound(ctx)
+			_, rerr := c.Conn.pc.Exec(octx, unlockSlotsIfHeldSQL, keys)
 			unbound()
 			if rerr != nil {
-				c.fail(fmt.Errorf("re-check after a failed semaphore try: %w", rerr))
+				c.Fail(fmt.Errorf("re-check after a failed semaphore try: %w", rerr))
 			}
-			c.mu.Unlock()
+			c.Unlock()
 			return nil, err
 		}
 		if slot == nil || token == nil {
-			c.mu.Unlock()
+			c.Unlock()
 			return nil, kit.Busy("all %d slots held", len(s.slots))
 		}
 		l := &locker{p: s.p, name: s.name, key: Int64Key(*slot), mode: exclusive, fence: s.fence, notify: true}
 		return l.granted(ctx, c, *token)
-	}
+	})
 }

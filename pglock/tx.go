@@ -62,7 +62,7 @@ func (p *Provider) acquireTx(ctx context.Context, tx pgx.Tx, name string, try bo
 	octx, cancel := p.opCtx(ctx)
 	defer cancel()
 	var token int64
-	if err := p.pool.QueryRow(octx, p.sql.bump(), "k:"+k.String(), p.opts.identity).Scan(&token); err != nil {
+	if err := p.pool.QueryRow(octx, p.sql.bump(), "k:"+k.String(), p.opts.Identity).Scan(&token); err != nil {
 		return 0, kit.Wrap(backend, "acquire", name, err)
 	}
 	return uint64(token), nil

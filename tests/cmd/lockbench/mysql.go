@@ -23,6 +23,9 @@ import (
 //     RELEASE_LOCK, as prepared statements (one round trip each) on one
 //     connection per Locker (a user-level lock belongs to its session, and a
 //     blocking wait occupies it). No fencing, no loss detection.
+//   - mysql-raw-get-lock-nextval: the same with a fencing token, the
+//     sequence's NEXTVAL drawn in the GET_LOCK statement as mysqllock
+//     draws it: what the token alone costs on the server.
 //   - mysqllock: this repository's backend with its defaults, one Provider
 //     shared by every Locker (multiplexed connections, a fencing token from
 //     a MariaDB sequence drawn in the lock statement, keepalive, local
@@ -51,6 +54,10 @@ func mysqlCases() ([]benchCase, func(), error) {
 		_ = db.Close()
 		return nil, nil, fmt.Errorf("mysql: %w", err)
 	}
+	// A first grant creates the fence sequence the raw token case draws from.
+	if h, err := locks.Mutex("lockbench/setup").TryAcquire(context.Background()); err == nil {
+		_ = h.Release(context.Background())
+	}
 	var mu sync.Mutex
 	var raws []*rawMySQL
 	cleanup := func() {
@@ -63,42 +70,52 @@ func mysqlCases() ([]benchCase, func(), error) {
 		}
 		_ = db.Close()
 	}
-	raw := func(name string) core.Locker {
-		r, err := newRawMySQL(db, name)
-		if err != nil {
-			return kit.FailedLocker(name, err)
+	raw := func(token bool) func(name string) core.Locker {
+		return func(name string) core.Locker {
+			r, err := newRawMySQL(db, name, token)
+			if err != nil {
+				return kit.FailedLocker(name, err)
+			}
+			mu.Lock()
+			raws = append(raws, r)
+			mu.Unlock()
+			return r
 		}
-		mu.Lock()
-		raws = append(raws, r)
-		mu.Unlock()
-		return r
 	}
 	return []benchCase{
-		{Name: "mysql-raw-get-lock", New: raw},
+		{Name: "mysql-raw-get-lock", New: raw(false)},
+		{Name: "mysql-raw-get-lock-nextval", New: raw(true)},
 		{Name: "mysqllock", New: func(name string) core.Locker { return locks.Mutex(name) }},
 		{Name: "mysqllock-table", New: func(name string) core.Locker { return tableLocks.Mutex(name) }},
 	}, cleanup, nil
 }
 
 // rawMySQL is the hand-written floor: one user-level lock per call on the
-// Locker's own connection, with prepared statements.
+// Locker's own connection, with prepared statements; with token, each
+// grant also draws NEXTVAL of mysqllock's default fence sequence in the
+// same statement (the sequence must exist: the mysqllock cases create it).
 type rawMySQL struct {
 	name                string
 	conn                *sql.Conn
 	try, block, release *sql.Stmt
 }
 
-func newRawMySQL(db *sql.DB, name string) (*rawMySQL, error) {
+func newRawMySQL(db *sql.DB, name string, token bool) (*rawMySQL, error) {
 	ctx := context.Background()
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r := &rawMySQL{name: name, conn: conn}
+	try, block := "SELECT GET_LOCK(?, 0)", "SELECT GET_LOCK(?, 3600)"
+	if token {
+		const q = "SELECT CASE WHEN GET_LOCK(?, %d) = 1 THEN NEXTVAL(" + mysqllock.DefaultFenceSequence + ") END"
+		try, block = fmt.Sprintf(q, 0), fmt.Sprintf(q, 3600)
+	}
 	for _, s := range []struct {
 		stmt **sql.Stmt
 		q    string
-	}{{&r.try, "SELECT GET_LOCK(?, 0)"}, {&r.block, "SELECT GET_LOCK(?, 3600)"}, {&r.release, "DO RELEASE_LOCK(?)"}} {
+	}{{&r.try, try}, {&r.block, block}, {&r.release, "DO RELEASE_LOCK(?)"}} {
 		if *s.stmt, err = conn.PrepareContext(ctx, s.q); err != nil {
 			r.close()
 			return nil, err
@@ -131,10 +148,10 @@ func (l *rawMySQL) get(ctx context.Context, s *sql.Stmt) (core.Handle, error) {
 	if err := s.QueryRowContext(ctx, l.name).Scan(&ok); err != nil {
 		return nil, err
 	}
-	if ok.Int64 != 1 {
+	if !ok.Valid || ok.Int64 < 1 {
 		return nil, kit.Busy("held")
 	}
-	return kit.NewHandle(1, func(ctx context.Context) error {
+	return kit.NewHandle(uint64(ok.Int64), func(ctx context.Context) error {
 		_, err := l.release.ExecContext(ctx, l.name)
 		return err
 	}), nil
