@@ -44,7 +44,9 @@
 // A backend that can track live instances implements [Membership] (and
 // [Heartbeater] when it can register and list in one round trip; [Heartbeat]
 // uses it when present); polllease needs it. A Locker that can say who holds
-// it implements [Inspector]; election uses it to name the leader.
+// it implements [Inspector]; election uses it to name the leader. A Handle
+// that can ask its store whether its grant still holds implements
+// [Verifier]; polllease's IsOwnedStrict uses it, else Inspector.
 //
 // # Observing
 //

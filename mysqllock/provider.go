@@ -74,7 +74,7 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 	}
 	p.sql.prepare()
 	p.sess = kit.NewSessions(backend, o, kit.SessionDriver[string, *session, struct{}]{
-		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Closed: errClosed,
+		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Verify: p.verify, Closed: errClosed,
 	})
 	return p, nil
 }

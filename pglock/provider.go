@@ -77,7 +77,7 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Provider, error) {
 		probe:       kit.NewProbe(backend, o.Log, o.Observers...),
 	}
 	p.sess = kit.NewSessions(backend, o, kit.SessionDriver[Key, *session, lockInfo]{
-		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Closed: errClosed,
+		Dial: p.dial, Unlock: p.unlock, Draw: p.draw, Verify: p.verify, Closed: errClosed,
 	})
 	return p, nil
 }

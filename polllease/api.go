@@ -2,6 +2,7 @@ package polllease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -66,11 +67,14 @@ func (c *Coordinator) IsOwned(target string) bool {
 	return l != nil && c.mayPoll(l, c.now())
 }
 
-// IsOwnedStrict is IsOwned confirmed by the store: the lease's current
-// holder has this instance's fencing token. Use it before a critical poll.
-// It needs a backend whose Lockers implement core.Inspector (otherwise the
-// error matches core.ErrUnsupported). One store round trip when IsOwned is
-// true, none otherwise.
+// IsOwnedStrict is IsOwned confirmed by the store. Use it before a
+// critical poll. It asks the lease's handle when the backend can confirm a
+// grant with its store (core.Verifier: pglock and mysqllock, in every
+// mode), and otherwise whether the lock's current holder has this
+// instance's fencing token (core.Inspector: filelock, redislock, redlock by
+// a majority, natslock, etcdlock, core/memlock). A backend that can do
+// neither gives an error matching core.ErrUnsupported. One store round
+// trip when IsOwned is true, none otherwise.
 func (c *Coordinator) IsOwnedStrict(ctx context.Context, target string) (bool, error) {
 	c.mu.Lock()
 	l := c.owned[target]
@@ -79,9 +83,15 @@ func (c *Coordinator) IsOwnedStrict(ctx context.Context, target string) (bool, e
 	if !local {
 		return false, nil
 	}
+	if v, ok := l.h.(core.Verifier); ok {
+		held, err := v.Verify(ctx)
+		if !errors.Is(err, core.ErrUnsupported) {
+			return held, err
+		}
+	}
 	in, ok := c.cfg.Provider.Mutex(c.cfg.LeaseName(target)).(core.Inspector)
 	if !ok {
-		return false, fmt.Errorf("%w: polllease: the backend cannot tell a lease's holder", core.ErrUnsupported)
+		return false, fmt.Errorf("%w: polllease: the backend can neither confirm a lease nor tell its holder", core.ErrUnsupported)
 	}
 	h, held, err := in.Holder(ctx)
 	if err != nil {
@@ -160,7 +170,8 @@ type LeaseInfo struct {
 
 // Snapshot reads the live members and the holder of every target's lease
 // from the store. It costs 1 + (number of targets) round trips when the
-// backend implements core.Inspector, 1 otherwise. See the package
+// backend can tell a lock's holder (core.Inspector), 1 otherwise, when
+// only this instance's own leases are reported held. See the package
 // documentation for the store-side recipes.
 func (c *Coordinator) Snapshot(ctx context.Context) (Snapshot, error) {
 	members, err := c.cfg.Membership.Members(ctx, c.cfg.Group)
@@ -193,6 +204,9 @@ func (c *Coordinator) Snapshot(ctx context.Context) (Snapshot, error) {
 			continue
 		}
 		h, held, err := in.Holder(ctx)
+		if errors.Is(err, core.ErrUnsupported) {
+			break // this backend, in this mode, cannot tell: local only
+		}
 		if err != nil {
 			return s, err
 		}

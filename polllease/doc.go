@@ -48,7 +48,11 @@
 //     PollInterval(target), under the lease handle's context and with its
 //     fencing token. Before each poll it checks, by the clock, that the
 //     lease is still owned and not paused (see below); IsOwnedStrict asks
-//     the store, for critical polls.
+//     the store, for critical polls: the lease's handle where it can
+//     confirm its grant (core.Verifier: pglock and mysqllock), otherwise
+//     the lock's holder (core.Inspector: filelock, redislock, redlock by a
+//     majority, natslock, etcdlock); it fails with core.ErrUnsupported on
+//     a backend that can do neither.
 //
 // A lease is one core.Locker per target, named Group + ":lease:" + target
 // ("poll:lease:endpoint-7" by default). Its TTL and renewal belong to the

@@ -32,7 +32,8 @@ type BaseHandle struct {
 	trusted atomic.Pointer[trustWindow] // nil while no window can close
 	token   uint64
 	release func(context.Context) error
-	probe   atomic.Pointer[handleProbe] // set once a Probe's Locker returns the handle; nil: nothing to report
+	probe   atomic.Pointer[handleProbe]                         // set once a Probe's Locker returns the handle; nil: nothing to report
+	verify  atomic.Pointer[func(context.Context) (bool, error)] // set by SetVerify; nil: Verify is unsupported
 
 	mu        sync.Mutex
 	released  bool
@@ -43,7 +44,10 @@ type BaseHandle struct {
 	changed   chan struct{} // closed at the next change; nil until someone asks
 }
 
-var _ core.LeaseReporter = (*BaseHandle)(nil)
+var (
+	_ core.LeaseReporter = (*BaseHandle)(nil)
+	_ core.Verifier      = (*BaseHandle)(nil)
+)
 
 // NewHandle returns a handle for a granted lock. release gives the lock up on
 // the backend; it is called at most once, after the handle's context has been
@@ -53,6 +57,28 @@ func NewHandle(token uint64, release func(context.Context) error) *BaseHandle {
 	h := &BaseHandle{base: base, cancel: cancel, token: token, release: release}
 	h.ctx = WithCheck(base, h.checkTrust)
 	return h
+}
+
+// SetVerify gives the handle the backend's way to ask its store whether
+// the grant still holds (core.Verifier); set it before the handle is
+// returned. Without it Verify fails with an error matching
+// core.ErrUnsupported.
+func (h *BaseHandle) SetVerify(f func(ctx context.Context) (held bool, err error)) {
+	h.verify.Store(&f)
+}
+
+// Verify implements core.Verifier: false at once when the handle is
+// released or lost, else the store's answer through the function given to
+// SetVerify.
+func (h *BaseHandle) Verify(ctx context.Context) (bool, error) {
+	if h.Context().Err() != nil {
+		return false, nil
+	}
+	f := h.verify.Load()
+	if f == nil {
+		return false, fmt.Errorf("%w: this backend cannot confirm a grant with its store", core.ErrUnsupported)
+	}
+	return (*f)(ctx)
 }
 
 // trustWindow is the end of a handle's trust window, on the clock of the

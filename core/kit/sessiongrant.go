@@ -46,7 +46,7 @@ func (s *Sessions[K, C, X]) Try(ctx context.Context, pick func(ctx context.Conte
 func (c *Session[K, C, X]) Grant(ctx context.Context, g *Grant[K, C, X], token uint64) (core.Handle, error) {
 	s := c.s
 	g.Session, g.run = c, StartRun(time.Now())
-	g.h = NewHandle(token, func(rctx context.Context) error { return s.release(rctx, g) })
+	g.h = s.newHandle(g, token)
 	s.mu.Lock()
 	c.held[g.Key] = g
 	c.waiting = false
@@ -65,6 +65,16 @@ func (c *Session[K, C, X]) Grant(ctx context.Context, g *Grant[K, C, X], token u
 		return nil, NotAcquired(ctx)
 	}
 	return g.h, nil
+}
+
+// newHandle makes the handle of g with token, verified by the driver's
+// Verify when it has one.
+func (s *Sessions[K, C, X]) newHandle(g *Grant[K, C, X], token uint64) *BaseHandle {
+	h := NewHandle(token, func(rctx context.Context) error { return s.release(rctx, g) })
+	if s.d.Verify != nil {
+		h.SetVerify(func(ctx context.Context) (bool, error) { return s.d.Verify(ctx, g) })
+	}
+	return h
 }
 
 // release unlocks g on its session: one round trip. When the session has
@@ -131,7 +141,7 @@ func (s *Sessions[K, C, X]) handOff(ctx context.Context, g *Grant[K, C, X]) bool
 			return nil, err
 		}
 		n := &Grant[K, C, X]{Session: c, Key: g.Key, Wake: g.Wake, Name: g.Name, Info: g.Info, Handoff: true, run: run}
-		n.h = NewHandle(token, func(rctx context.Context) error { return s.release(rctx, n) })
+		n.h = s.newHandle(n, token)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if c.broken {

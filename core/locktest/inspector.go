@@ -1,6 +1,7 @@
 package locktest
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/distlock/distlock/core"
@@ -52,4 +53,64 @@ func testInspector(t *testing.T, s *suite) {
 	if _, ok := s.p1.RWMutex(s.name("inspect-rw")).RLocker().(core.Inspector); ok {
 		t.Error("the read side of an RWMutex implements core.Inspector; it has many holders")
 	}
+}
+
+// testVerify: a handle that implements core.Verifier and can ask its store
+// (Verify does not fail with ErrUnsupported) reports held while it holds
+// the lock, not held once the lock was broken behind it (Config.Break; the
+// store's answer where the backend has not noticed yet) and after its
+// release. Every primitive's handles are asked.
+func testVerify(t *testing.T, s *suite) {
+	lockers := map[string]func(name string) core.Locker{
+		"Mutex":     func(n string) core.Locker { return s.p1.Mutex(n) },
+		"RWMutex":   func(n string) core.Locker { return s.p1.RWMutex(n) },
+		"Read":      func(n string) core.Locker { return s.p1.RWMutex(n).RLocker() },
+		"Semaphore": func(n string) core.Locker { return s.p1.Semaphore(n, 2) },
+	}
+	for _, kind := range []string{"Mutex", "RWMutex", "Read", "Semaphore"} {
+		t.Run(kind, func(t *testing.T) {
+			h, err := lockers[kind](s.name("verify-" + kind)).TryAcquire(bg())
+			if errors.Is(err, core.ErrUnsupported) {
+				t.Logf("%s: %v: nothing to check", kind, err)
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			verify := func() bool {
+				t.Helper()
+				held, err := h.(core.Verifier).Verify(bg())
+				if err != nil {
+					t.Fatalf("Verify: %v", err)
+				}
+				return held
+			}
+			if v, ok := h.(core.Verifier); !ok || unsupported(v) {
+				mustRelease(t, h)
+				t.Logf("the %s handle cannot ask its store: nothing to check", kind)
+				return
+			}
+			if !verify() {
+				t.Fatal("Verify reports a held lock not held")
+			}
+			if s.cfg.Break != nil && kind == "Mutex" {
+				s.cfg.Break(t, h)
+				if verify() {
+					t.Fatal("Verify reports a broken lock held")
+				}
+				_ = h.Release(bg())
+				return
+			}
+			mustRelease(t, h)
+			if verify() {
+				t.Fatal("Verify reports a released lock held")
+			}
+		})
+	}
+}
+
+// unsupported reports whether v cannot ask its store.
+func unsupported(v core.Verifier) bool {
+	_, err := v.Verify(bg())
+	return errors.Is(err, core.ErrUnsupported)
 }
