@@ -140,6 +140,7 @@ const timedWaitMax = 10 * time.Second
 func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 	q, args := l.p.sql.block(l.key, l.mode)
 	args = append(args, l.fence, l.p.opts.Identity)
+	timed := false
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= timedWaitMax {
 		ms := math.Ceil(float64(time.Until(dl)) / float64(time.Millisecond))
 		if ms < 1 {
@@ -147,6 +148,7 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 			return nil, kit.NotAcquired(ctx)
 		}
 		q, args = l.p.sql.blockTimed(l.key, l.mode)
+		timed = true
 		args = append(args, l.fence, l.p.opts.Identity, strconv.FormatFloat(ms, 'f', 0, 64)+"ms")
 	}
 	if ctx.Err() != nil {
@@ -154,7 +156,9 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 		return nil, kit.NotAcquired(ctx)
 	}
 	var token int64
-	err := c.Conn.pc.QueryRow(ctx, q, args...).Scan(&token)
+	qctx, qcancel := serverTimed(ctx, timed)
+	err := c.Conn.pc.QueryRow(qctx, q, args...).Scan(&token)
+	qcancel()
 	if err == nil {
 		// granted unlocks c, and releases the grant if ctx ended.
 		return l.granted(ctx, c, token)
@@ -184,4 +188,27 @@ func (l *locker) block(ctx context.Context, c *conn) (core.Handle, error) {
 		return nil, kit.Busy("lock_timeout")
 	}
 	return nil, err
+}
+
+// serverGrace is how long after ctx's deadline a wait bounded by the
+// server's lock_timeout may still run before the client cancels it.
+const serverGrace = time.Second
+
+// serverTimed returns the context of a wait the server times out itself
+// (timed): ctx's deadline moved on by serverGrace, so that the server's
+// lock_timeout error ends the wait rather than a cancel request racing it
+// (pgx returns about 100 ms late when its cancel request and the server's
+// error cross), while a cancel of ctx still ends the wait at once.
+func serverTimed(ctx context.Context, timed bool) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !timed || !ok {
+		return ctx, func() {}
+	}
+	qctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), dl.Add(serverGrace))
+	stop := context.AfterFunc(ctx, func() {
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancel()
+		}
+	})
+	return qctx, func() { stop(); cancel() }
 }
