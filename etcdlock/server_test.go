@@ -1,9 +1,11 @@
 package etcdlock
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -123,5 +125,40 @@ func (s *server) stop() {
 
 // freeze stops the member's process (SIGSTOP) until thaw: it keeps its
 // connections but answers nothing.
-func (s *server) freeze() { require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGSTOP)) }
-func (s *server) thaw()   { require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGCONT)) }
+// freeze stops the server and returns once every thread of it has stopped:
+// SIGSTOP is delivered to each thread as it is next scheduled, and a
+// thread running on another CPU could otherwise still answer a request
+// sent after the signal.
+func (s *server) freeze() {
+	require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGSTOP))
+	pid := s.cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for !stopped(pid) {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("etcd (pid %d) did not stop within 10s of SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// stopped reports whether every thread of process pid is stopped (state
+// T in /proc/pid/task/*/stat).
+func stopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			return false
+		}
+		// The state follows the command, which is in parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
+func (s *server) thaw() { require.NoError(s.t, s.cmd.Process.Signal(syscall.SIGCONT)) }
