@@ -62,7 +62,7 @@ if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
 fi
 [[ $mode == bench ]] && JOBS=1
 
-say() { printf '==> %s\n' "$*"; }
+say() { printf '==> [%4ss] %s\n' "$SECONDS" "$*"; }
 
 # Microseconds since the epoch, and seconds elapsed since such a stamp.
 now_us() { echo "${EPOCHREALTIME/./}"; }
