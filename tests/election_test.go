@@ -421,6 +421,7 @@ func startElectionChild(t *testing.T, i int, name string, promoted chan<- [2]uin
 // PostgreSQL, whose locks live in the server's sessions, is killed and
 // restarted.
 func TestElectionStoreOutage(t *testing.T) {
+	t.Parallel() // own servers; its bound is the lease, not a timing
 	// Redis and NATS are frozen (SIGSTOP): the leader must notice through
 	// its lease. PostgreSQL is killed and restarted: a frozen server keeps
 	// the session, and with it the lock, until TCP gives up.
