@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,14 +34,17 @@ import (
 
 // benchCase is one contender: New returns a Locker for the named lock on
 // its own client connection(s) shared by all the Lockers it returns.
-// uncontendedChunk is how many uncontended cycles a case runs before the
-// next case takes its turn.
-const uncontendedChunk = 10
-
 type benchCase struct {
 	Name string
 	New  func(name string) core.Locker
+	// src is the index in sources() of the source the case came from: a
+	// worker process opens that source alone.
+	src int
 }
+
+// uncontendedChunk is how many uncontended cycles a case runs before the
+// next case takes its turn.
+const uncontendedChunk = 10
 
 // source returns the cases of one backend and a cleanup func, or an error
 // when its server is not configured.
@@ -49,67 +53,90 @@ type source func() ([]benchCase, func(), error)
 func main() {
 	rounds := flag.Int("rounds", 3, "interleaved rounds per case")
 	uncontended := flag.Int("n", 500, "uncontended cycles per round")
-	grants := flag.Int("grants", 400, "contended grants per round")
+	grants := flag.Int("grants", 400, "contended grants per round (shared mode)")
 	only := flag.String("run", "", "regexp: only cases whose name matches")
+	procs := flag.Int("procs", 0, "multi-process mode: contended cases with this many worker processes")
+	duration := flag.Duration("duration", 5*time.Second, "multi-process mode: measured time per case and round")
+	delay := flag.Duration("delay", 0, "latency mode: RedLock cases through proxies adding this delay each way")
+	var w workerArgs
+	w.flags()
 	flag.Parse()
+	if w.on {
+		os.Exit(runWorker(w))
+	}
 	re, err := regexp.Compile(*only)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
 		os.Exit(2)
 	}
+	switch {
+	case *delay > 0:
+		os.Exit(runLatency(re, *delay, *rounds, *uncontended))
+	case *procs > 0:
+		cases, cleanup := loadCases(re)
+		defer cleanup()
+		runProcs(cases, procsConfig{workers: *procs, rounds: *rounds, duration: *duration})
+	default:
+		cases, cleanup := loadCases(re)
+		defer cleanup()
+		runShared(cases, *rounds, *uncontended, *grants)
+	}
+}
 
+// loadCases opens every configured source and returns the cases whose
+// name matches re; it exits when there are none.
+func loadCases(re *regexp.Regexp) ([]benchCase, func()) {
 	var cases []benchCase
-	for _, src := range sources() {
+	var cleanups []func()
+	for i, src := range sources() {
 		cs, cleanup, err := src()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "lockbench: skipping:", err)
 			continue
 		}
-		defer cleanup()
+		cleanups = append(cleanups, cleanup)
 		for _, c := range cs {
 			if re.MatchString(c.Name) {
+				c.src = i
 				cases = append(cases, c)
 			}
 		}
 	}
+	cleanup := func() {
+		for _, c := range slices.Backward(cleanups) {
+			c()
+		}
+	}
 	if len(cases) == 0 {
+		cleanup()
 		fmt.Fprintln(os.Stderr, "lockbench: no cases (set DISTLOCK_*_ADDRS/URL, see BENCHMARKS.md)")
 		os.Exit(1)
 	}
+	return cases, cleanup
+}
 
+// runShared is the shared-Provider mode: uncontended cycles, then each
+// case's 8 contended workers as goroutines of this process.
+func runShared(cases []benchCase, rounds, uncontended, grants int) {
 	ctx := context.Background()
 	results := make([]result, len(cases))
-	for round := range *rounds {
-		// Uncontended: the cases take turns in chunks of uncontendedChunk
-		// cycles, so a burst of noise on this machine hits them all alike,
-		// and the turn starts at the next case each time, so no case
-		// always follows the same one.
+	for round := range rounds {
 		ids := make([]string, len(cases))
 		solo := make([]core.Locker, len(cases)) // one Locker per case and round
 		for i, c := range cases {
 			ids[i] = fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
 			solo[i] = c.New(ids[i] + "/u")
 		}
-		for turn, done := 0, 0; done < *uncontended; turn, done = turn+1, done+uncontendedChunk {
-			n := min(uncontendedChunk, *uncontended-done)
-			for k := range cases {
-				i := (turn + k) % len(cases)
-				c := cases[i]
-				lat, err := locktest.MeasureUncontended(ctx, solo[i], n)
-				if err != nil {
-					fail(c, err)
-				}
-				results[i].uncontended = append(results[i].uncontended, lat...)
-			}
+		for i, lat := range uncontendedTurns(ctx, cases, solo, uncontended) {
+			results[i].uncontended = append(results[i].uncontended, lat...)
 		}
 		for i, c := range cases {
-			id := ids[i]
 			lockers := make([]core.Locker, 8)
 			for w := range lockers {
-				lockers[w] = c.New(id + "/c")
+				lockers[w] = c.New(ids[i] + "/c")
 			}
 			cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-			r, err := locktest.MeasureContended(cctx, lockers, locktest.Contention{Grants: *grants})
+			r, err := locktest.MeasureContended(cctx, lockers, locktest.Contention{Grants: grants})
 			cancel()
 			if err != nil {
 				fail(c, err)
@@ -119,6 +146,27 @@ func main() {
 		}
 	}
 	printTable(cases, results)
+}
+
+// uncontendedTurns runs n uncontended cycles on each case's Locker and
+// returns each case's cycle times. The cases take turns in chunks of
+// uncontendedChunk cycles, so a burst of noise on this machine hits them
+// all alike, and the turn starts at the next case each time, so no case
+// always follows the same one.
+func uncontendedTurns(ctx context.Context, cases []benchCase, lockers []core.Locker, n int) []locktest.Latencies {
+	out := make([]locktest.Latencies, len(cases))
+	for turn, done := 0, 0; done < n; turn, done = turn+1, done+uncontendedChunk {
+		chunk := min(uncontendedChunk, n-done)
+		for k := range cases {
+			i := (turn + k) % len(cases)
+			lat, err := locktest.MeasureUncontended(ctx, lockers[i], chunk)
+			if err != nil {
+				fail(cases[i], err)
+			}
+			out[i] = append(out[i], lat...)
+		}
+	}
+	return out
 }
 
 func fail(c benchCase, err error) {

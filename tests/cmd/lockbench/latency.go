@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"text/tabwriter"
+	"time"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
+	"github.com/distlock/distlock/tests/internal/delayproxy"
+)
+
+// runLatency is the latency mode: the RedLock cases over one, three and
+// five servers (redlock, redsync and the raw quorum), each server reached
+// through a delayproxy adding delay each way, as a network between the
+// client and each server would. It measures uncontended TryAcquire+Release
+// cycles, interleaved as in the shared mode, and prints their p50 and p99
+// and the ratios the fan-out decides: N=5 against N=1, and redlock against
+// redsync.
+func runLatency(re *regexp.Regexp, delay time.Duration, rounds, n int) int {
+	addrs, err := redisAddrs(5)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	proxied := make([]string, len(addrs))
+	for i, a := range addrs {
+		p, err := delayproxy.Start(a, delay)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lockbench:", err)
+			return 1
+		}
+		defer p.Close()
+		proxied[i] = p.Addr()
+	}
+	all, cleanup, err := redlockCasesOn(proxied, 1, 3, 5)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lockbench:", err)
+		return 1
+	}
+	defer cleanup()
+	var cases []benchCase
+	for _, c := range all {
+		if re.MatchString(c.Name) {
+			cases = append(cases, c)
+		}
+	}
+	ctx := context.Background()
+	lat := make([]locktest.Latencies, len(cases))
+	for range rounds {
+		lockers := make([]core.Locker, len(cases))
+		for i, c := range cases {
+			lockers[i] = c.New(fmt.Sprintf("lockbench/latency/%s/%08x", c.Name, rand.Uint32()))
+		}
+		for i, l := range uncontendedTurns(ctx, cases, lockers, n) {
+			lat[i] = append(lat[i], l...)
+		}
+	}
+	printLatencyTable(cases, lat, delay, rounds, n)
+	return 0
+}
+
+func printLatencyTable(cases []benchCase, lat []locktest.Latencies, delay time.Duration, rounds, n int) {
+	fmt.Printf("uncontended TryAcquire+Release through a proxy adding %v each way per server, %d rounds × %d cycles\n",
+		delay, rounds, n)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "case\tp50\tp99\t")
+	p50 := map[string]time.Duration{}
+	for i, c := range cases {
+		sortDur(lat[i])
+		p50[c.Name] = lat[i].Percentile(50)
+		fmt.Fprintf(w, "%s\t%v\t%v\t\n", c.Name, lat[i].Percentile(50).Round(time.Microsecond), lat[i].Percentile(99).Round(time.Microsecond))
+	}
+	_ = w.Flush()
+	for _, r := range [][2]string{
+		{"redlock N=5", "redlock N=1"}, {"redlock N=3", "redlock N=1"},
+		{"redsync N=5", "redsync N=1"}, {"redlock N=5", "redsync N=5"},
+	} {
+		a, okA := p50[r[0]]
+		b, okB := p50[r[1]]
+		if okA && okB && b > 0 {
+			fmt.Printf("p50 %s / %s = %.2f\n", r[0], r[1], float64(a)/float64(b))
+		}
+	}
+}
