@@ -9,6 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
 	"github.com/distlock/distlock/tests/internal/delayproxy"
@@ -37,6 +39,7 @@ func runLatency(re *regexp.Regexp, delay time.Duration, rounds, n int) int {
 		defer p.Close()
 		proxied[i] = p.Addr()
 	}
+	pingDirect, pingProxied := pingRoundTrips(addrs[0], n), pingRoundTrips(proxied[0], n)
 	all, cleanup, err := redlockCasesOn(proxied, 1, 3, 5)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "lockbench:", err)
@@ -61,7 +64,27 @@ func runLatency(re *regexp.Regexp, delay time.Duration, rounds, n int) int {
 		}
 	}
 	printLatencyTable(cases, lat, delay, rounds, n)
+	fmt.Printf("calibration: one PING round trip p50 %v direct, %v through the proxy\n",
+		pingDirect.Round(time.Microsecond), pingProxied.Round(time.Microsecond))
 	return 0
+}
+
+// pingRoundTrips returns the median of n PING round trips to addr: what
+// the proxy really adds on this machine, timer overshoot included.
+func pingRoundTrips(addr string, n int) time.Duration {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	var ds locktest.Latencies
+	for range n {
+		t := time.Now()
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			return -1
+		}
+		ds = append(ds, time.Since(t))
+	}
+	sortDur(ds)
+	return ds.Percentile(50)
 }
 
 func printLatencyTable(cases []benchCase, lat []locktest.Latencies, delay time.Duration, rounds, n int) {

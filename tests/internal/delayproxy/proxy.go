@@ -7,8 +7,10 @@
 // reader stamps every chunk it reads with its arrival time and the writer
 // sends it no earlier than that time plus the delay, so pipelined requests
 // overlap their delays as they would on a wire, instead of queueing one
-// delay behind the other. Timers on a loaded machine fire late, so the
-// added delay is at least the one asked for, never less.
+// delay behind the other. On Linux the writer sleeps in nanosleep, which
+// overshoots by some 50-100 µs, where the Go runtime's timers wake a
+// sub-millisecond sleep after a millisecond or more; either way the added
+// delay is at least the one asked for, never less.
 package delayproxy
 
 import (
@@ -152,12 +154,9 @@ func (p *Proxy) pipe(dst io.WriteCloser, src io.Reader) {
 		for range ch { // let the reader end once src is closed
 		}
 	}()
-	timer := time.NewTimer(0)
-	<-timer.C
 	for c := range ch {
 		if wait := time.Until(c.at.Add(p.delay)); wait > 0 {
-			timer.Reset(wait)
-			<-timer.C
+			sleep(wait)
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			return
