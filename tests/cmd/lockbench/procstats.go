@@ -74,31 +74,77 @@ func analyse(reports []workerReport, win window) roundResult {
 	return r
 }
 
+// floorOf names each case's raw floor: the table divides a case's median
+// utilization by its floor's, measured in the same rounds.
+var floorOf = map[string]string{
+	"file: filelock":  "file: flock + 1ms sleep-poll",
+	"redislock":       "raw SET NX PX + CAD script",
+	"bsm/redislock":   "raw SET NX PX + CAD script",
+	"redsync":         "raw SET NX PX + CAD script",
+	"redlock N=3":     "raw quorum N=3",
+	"redsync N=3":     "raw quorum N=3",
+	"redlock N=5":     "raw quorum N=5",
+	"redsync N=5":     "raw quorum N=5",
+	"pglock":          "pg-raw-advisory",
+	"pglock-table":    "pg-raw-advisory",
+	"natslock":        "nats-kv-raw",
+	"mysqllock":       "mysql-raw-get-lock",
+	"mysqllock-table": "mysql-raw-get-lock",
+}
+
+// procsRow is one case's line of the multi-process table.
+type procsRow struct {
+	util, fair string
+	medUtil    float64
+	waits      locktest.Latencies
+	gMin, gMax int
+	overlaps   int
+}
+
+func summarise(rs []roundResult) procsRow {
+	var utils, fair []float64
+	var row procsRow
+	var grants []int
+	for _, r := range rs {
+		utils = append(utils, r.utilization)
+		fair = append(fair, r.fairness())
+		row.waits = append(row.waits, r.waits...)
+		grants = append(grants, r.grants...)
+		row.overlaps += r.overlaps
+	}
+	sortDur(row.waits)
+	row.util, row.medUtil = medianRange(utils, "%.1f%%")
+	row.fair, _ = medianRange(fair, "%.2f")
+	row.gMin, row.gMax = slices.Min(grants), slices.Max(grants)
+	return row
+}
+
 // printProcsTable prints, per case, the median utilization of the rounds
-// with their range, the p99 of every wait of every round, the range of
-// grants per worker, the median fairness with its range, and overlaps.
+// with their range and its ratio to the case's floor, the p50 and p99 of
+// every wait of every round, the range of grants per worker, the median
+// fewest/mean grants with its range, and the overlaps.
 func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 	fmt.Printf("%d worker processes, hold %v, think %v, %v per case and round, %d rounds\n",
 		cfg.workers, holdFor, thinkFor, cfg.duration, cfg.rounds)
+	rows := make([]procsRow, len(cases))
+	med := map[string]float64{}
+	for i, c := range cases {
+		rows[i] = summarise(rs[i])
+		med[c.Name] = rows[i].medUtil
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tutilization (range)\tp50 wait\tp99 wait\tgrants per worker\tfewest/mean (range)\toverlaps\t")
+	fmt.Fprintln(w, "case\tutilization (range)\t× floor\tp50 wait\tp99 wait\tgrants per worker\tfewest/mean (range)\toverlaps\t")
 	overlaps := 0
 	for i, c := range cases {
-		var utils, fair []float64
-		var waits locktest.Latencies
-		var grants []int
-		for _, r := range rs[i] {
-			utils = append(utils, r.utilization)
-			fair = append(fair, r.fairness())
-			waits = append(waits, r.waits...)
-			grants = append(grants, r.grants...)
-			overlaps += r.overlaps
+		r := rows[i]
+		overlaps += r.overlaps
+		ratio := "-"
+		if f, ok := med[floorOf[c.Name]]; ok && f > 0 {
+			ratio = fmt.Sprintf("%.2f", r.medUtil/f)
 		}
-		sortDur(waits)
-		fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t\n", c.Name,
-			medianRange(utils, "%.1f%%"), waits.Percentile(50).Round(10*time.Microsecond),
-			waits.Percentile(99).Round(10*time.Microsecond), slices.Min(grants), slices.Max(grants),
-			medianRange(fair, "%.2f"), sumOverlaps(rs[i]))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t\n", c.Name, r.util, ratio,
+			r.waits.Percentile(50).Round(10*time.Microsecond), r.waits.Percentile(99).Round(10*time.Microsecond),
+			r.gMin, r.gMax, r.fair, r.overlaps)
 	}
 	_ = w.Flush()
 	if overlaps > 0 {
@@ -107,17 +153,9 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 	}
 }
 
-func sumOverlaps(rs []roundResult) int {
-	n := 0
-	for _, r := range rs {
-		n += r.overlaps
-	}
-	return n
-}
-
 // medianRange formats the median of vs and, with more than one, their
-// range: "81.1% (78.9–81.3)".
-func medianRange(vs []float64, format string) string {
+// range: "81.1% (78.9–81.3)"; it also returns the median.
+func medianRange(vs []float64, format string) (string, float64) {
 	s := slices.Sorted(slices.Values(vs))
 	med := s[len(s)/2]
 	if len(s)%2 == 0 {
@@ -127,5 +165,5 @@ func medianRange(vs []float64, format string) string {
 	if len(s) > 1 {
 		out += fmt.Sprintf(" (%s–%s)", strings.TrimSuffix(fmt.Sprintf(format, s[0]), "%"), strings.TrimSuffix(fmt.Sprintf(format, s[len(s)-1]), "%"))
 	}
-	return out
+	return out, med
 }
