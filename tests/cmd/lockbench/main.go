@@ -1,11 +1,28 @@
 // Command lockbench compares distlock's backends with other Go lock
-// libraries on the same servers, in one run:
+// libraries and with raw floors (the least code that makes a lock on each
+// server) on the same servers, in one run. It has three modes.
+//
+// The shared mode (the default) measures
 //
 //   - uncontended: TryAcquire+Release cycles, p50 and p99;
 //   - contended: 8 workers of one process (one client per case, shared;
 //     filelock gives each worker its own Provider) hold the lock 1 ms and
 //     think 2 ms between tries; utilization-% (time the lock was held /
 //     wall time), p99 wait, and a mutual-exclusion check.
+//
+// The multi-process mode (-procs W) runs each contended case with W worker
+// processes: lockbench re-executes itself once per worker, and each worker
+// opens its case's source alone, so it has one Provider or client of its
+// own, as separate services would. The workers hold 1 ms and think 2 ms
+// for -duration; utilization is the share of that window during which
+// some worker held the lock, from the hold intervals every worker reports
+// (any two that overlap are reported and fail the run); also the p99 wait
+// and the fewest grants any worker got over the mean (fairness).
+//
+// The latency mode (-delay D) runs the RedLock cases over 1, 3 and 5
+// servers, redsync and the raw quorum uncontended, each server reached
+// through a proxy adding D each way (tests/internal/delayproxy), as a
+// network would.
 //
 // Cases are interleaved round by round so machine noise hits all alike.
 // Servers come from the same environment variables as the tests
@@ -14,6 +31,8 @@
 // it from the repository root:
 //
 //	make services-up && . .services/env && go run ./tests/cmd/lockbench
+//	go run ./tests/cmd/lockbench -procs 8 -duration 5s -rounds 3
+//	go run ./tests/cmd/lockbench -delay 500us -n 500
 package main
 
 import (
