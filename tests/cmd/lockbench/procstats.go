@@ -15,6 +15,7 @@ import (
 type roundResult struct {
 	utilization float64            // % of the window during which some worker held the lock
 	waits       locktest.Latencies // every Acquire started in the window, sorted
+	cut         int                // of which still waiting drainFor after it: a lower bound
 	grants      []int              // per worker: grants that began in the window
 	overlaps    int                // holds that began before an earlier one ended: must be 0
 }
@@ -32,9 +33,9 @@ func (r roundResult) fairness() float64 {
 }
 
 func (r roundResult) String() string {
-	return fmt.Sprintf("utilization=%.1f%% p50-wait=%v p99-wait=%v grants=%d..%d fairness=%.2f overlaps=%d",
+	return fmt.Sprintf("utilization=%.1f%% p50-wait=%v p99-wait=%v cut=%d grants=%d..%d fairness=%.2f overlaps=%d",
 		r.utilization, r.waits.Percentile(50).Round(time.Microsecond), r.waits.Percentile(99).Round(time.Microsecond),
-		slices.Min(r.grants), slices.Max(r.grants), r.fairness(), r.overlaps)
+		r.cut, slices.Min(r.grants), slices.Max(r.grants), r.fairness(), r.overlaps)
 }
 
 // analyse merges the workers' hold intervals: two that overlap break
@@ -52,9 +53,10 @@ func analyse(reports []workerReport, win window) roundResult {
 			}
 		}
 		r.grants = append(r.grants, n)
-		for _, w := range rep.Waits {
+		for _, w := range append(rep.Waits, rep.Cut...) {
 			r.waits = append(r.waits, time.Duration(w))
 		}
+		r.cut += len(rep.Cut)
 	}
 	slices.Sort(r.waits)
 	slices.SortFunc(holds, func(a, b [2]int64) int { return int(a[0] - b[0]) })
@@ -98,6 +100,7 @@ type procsRow struct {
 	medUtil    float64
 	waits      locktest.Latencies
 	gMin, gMax int
+	cut        int
 	overlaps   int
 }
 
@@ -111,6 +114,7 @@ func summarise(rs []roundResult) procsRow {
 		row.waits = append(row.waits, r.waits...)
 		grants = append(grants, r.grants...)
 		row.overlaps += r.overlaps
+		row.cut += r.cut
 	}
 	sortDur(row.waits)
 	row.util, row.medUtil = medianRange(utils, "%.1f%%")
@@ -121,8 +125,9 @@ func summarise(rs []roundResult) procsRow {
 
 // printProcsTable prints, per case, the median utilization of the rounds
 // with their range and its ratio to the case's floor, the p50 and p99 of
-// every wait of every round, the range of grants per worker, the median
-// fewest/mean grants with its range, and the overlaps.
+// every wait of every round (a wait cut after the window counts as its
+// length then, a lower bound), the range of grants per worker, the median
+// fewest/mean grants with its range, the cut waits and the overlaps.
 func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 	fmt.Printf("%d worker processes, hold %v, think %v, %v per case and round, %d rounds\n",
 		cfg.workers, holdFor, thinkFor, cfg.duration, cfg.rounds)
@@ -133,7 +138,7 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 		med[c.Name] = rows[i].medUtil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tutilization (range)\t× floor\tp50 wait\tp99 wait\tgrants per worker\tfewest/mean (range)\toverlaps\t")
+	fmt.Fprintln(w, "case\tutilization (range)\t× floor\tp50 wait\tp99 wait\tgrants per worker\tfewest/mean (range)\twaits cut\toverlaps\t")
 	overlaps := 0
 	for i, c := range cases {
 		r := rows[i]
@@ -142,9 +147,9 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 		if f, ok := med[floorOf[c.Name]]; ok && f > 0 {
 			ratio = fmt.Sprintf("%.2f", r.medUtil/f)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t\n", c.Name, r.util, ratio,
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t%d\t\n", c.Name, r.util, ratio,
 			r.waits.Percentile(50).Round(10*time.Microsecond), r.waits.Percentile(99).Round(10*time.Microsecond),
-			r.gMin, r.gMax, r.fair, r.overlaps)
+			r.gMin, r.gMax, r.fair, r.cut, r.overlaps)
 	}
 	_ = w.Flush()
 	if overlaps > 0 {
