@@ -53,20 +53,74 @@ func runLatency(re *regexp.Regexp, delay time.Duration, rounds, n int) int {
 		}
 	}
 	ctx := context.Background()
-	lat := make([]locktest.Latencies, len(cases))
+	cycles := make([][]cycle, len(cases))
 	for range rounds {
 		lockers := make([]core.Locker, len(cases))
 		for i, c := range cases {
 			lockers[i] = c.New(fmt.Sprintf("lockbench/latency/%s/%08x", c.Name, rand.Uint32()))
 		}
-		for i, l := range uncontendedTurns(ctx, cases, lockers, n) {
-			lat[i] = append(lat[i], l...)
+		measure := func(i, chunk int) ([]cycle, error) { return measureCycles(ctx, lockers[i], chunk) }
+		for i, cs := range takeTurns(cases, n, measure) {
+			cycles[i] = append(cycles[i], cs...)
 		}
 	}
-	printLatencyTable(cases, lat, delay, rounds, n)
+	printLatencyTable(cases, cycles, delay, rounds, n)
 	fmt.Printf("calibration: one PING round trip p50 %v direct, %v through the proxy\n",
 		pingDirect.Round(time.Microsecond), pingProxied.Round(time.Microsecond))
 	return 0
+}
+
+// cycle is one uncontended TryAcquire and Release (an uncontended Acquire
+// makes the same first try).
+type cycle struct{ acquire, release time.Duration }
+
+func measureCycles(ctx context.Context, l core.Locker, n int) ([]cycle, error) {
+	out := make([]cycle, 0, n)
+	for range n {
+		t0 := time.Now()
+		h, err := l.TryAcquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t1 := time.Now()
+		if err := h.Release(ctx); err != nil {
+			return nil, err
+		}
+		out = append(out, cycle{acquire: t1.Sub(t0), release: time.Since(t1)})
+	}
+	return out, nil
+}
+
+func printLatencyTable(cases []benchCase, cycles [][]cycle, delay time.Duration, rounds, n int) {
+	fmt.Printf("uncontended TryAcquire+Release through a proxy adding %v each way per server, %d rounds × %d cycles\n",
+		delay, rounds, n)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "case\tcycle p50\tp99\tacquire p50\trelease p50\t")
+	p50 := map[string]time.Duration{}
+	for i, c := range cases {
+		var all, acq, rel locktest.Latencies
+		for _, cy := range cycles[i] {
+			all, acq, rel = append(all, cy.acquire+cy.release), append(acq, cy.acquire), append(rel, cy.release)
+		}
+		for _, l := range []locktest.Latencies{all, acq, rel} {
+			sortDur(l)
+		}
+		p50[c.Name] = all.Percentile(50)
+		fmt.Fprintf(w, "%s\t%v\t%v\t%v\t%v\t\n", c.Name, all.Percentile(50).Round(time.Microsecond),
+			all.Percentile(99).Round(time.Microsecond), acq.Percentile(50).Round(time.Microsecond),
+			rel.Percentile(50).Round(time.Microsecond))
+	}
+	_ = w.Flush()
+	for _, r := range [][2]string{
+		{"redlock N=5", "redlock N=1"}, {"redlock N=3", "redlock N=1"},
+		{"redsync N=5", "redsync N=1"}, {"redlock N=5", "redsync N=5"},
+	} {
+		a, okA := p50[r[0]]
+		b, okB := p50[r[1]]
+		if okA && okB && b > 0 {
+			fmt.Printf("cycle p50 %s / %s = %.2f\n", r[0], r[1], float64(a)/float64(b))
+		}
+	}
 }
 
 // pingRoundTrips returns the median of n PING round trips to addr: what
@@ -85,28 +139,4 @@ func pingRoundTrips(addr string, n int) time.Duration {
 	}
 	sortDur(ds)
 	return ds.Percentile(50)
-}
-
-func printLatencyTable(cases []benchCase, lat []locktest.Latencies, delay time.Duration, rounds, n int) {
-	fmt.Printf("uncontended TryAcquire+Release through a proxy adding %v each way per server, %d rounds × %d cycles\n",
-		delay, rounds, n)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tp50\tp99\t")
-	p50 := map[string]time.Duration{}
-	for i, c := range cases {
-		sortDur(lat[i])
-		p50[c.Name] = lat[i].Percentile(50)
-		fmt.Fprintf(w, "%s\t%v\t%v\t\n", c.Name, lat[i].Percentile(50).Round(time.Microsecond), lat[i].Percentile(99).Round(time.Microsecond))
-	}
-	_ = w.Flush()
-	for _, r := range [][2]string{
-		{"redlock N=5", "redlock N=1"}, {"redlock N=3", "redlock N=1"},
-		{"redsync N=5", "redsync N=1"}, {"redlock N=5", "redsync N=5"},
-	} {
-		a, okA := p50[r[0]]
-		b, okB := p50[r[1]]
-		if okA && okB && b > 0 {
-			fmt.Printf("p50 %s / %s = %.2f\n", r[0], r[1], float64(a)/float64(b))
-		}
-	}
 }

@@ -146,7 +146,10 @@ func runShared(cases []benchCase, rounds, uncontended, grants int) {
 			ids[i] = fmt.Sprintf("lockbench/%s/%08x", c.Name, rand.Uint32())
 			solo[i] = c.New(ids[i] + "/u")
 		}
-		for i, lat := range uncontendedTurns(ctx, cases, solo, uncontended) {
+		measure := func(i, chunk int) ([]time.Duration, error) {
+			return locktest.MeasureUncontended(ctx, solo[i], chunk)
+		}
+		for i, lat := range takeTurns(cases, uncontended, measure) {
 			results[i].uncontended = append(results[i].uncontended, lat...)
 		}
 		for i, c := range cases {
@@ -167,22 +170,21 @@ func runShared(cases []benchCase, rounds, uncontended, grants int) {
 	printTable(cases, results)
 }
 
-// uncontendedTurns runs n uncontended cycles on each case's Locker and
-// returns each case's cycle times. The cases take turns in chunks of
-// uncontendedChunk cycles, so a burst of noise on this machine hits them
-// all alike, and the turn starts at the next case each time, so no case
-// always follows the same one.
-func uncontendedTurns(ctx context.Context, cases []benchCase, lockers []core.Locker, n int) []locktest.Latencies {
-	out := make([]locktest.Latencies, len(cases))
+// takeTurns runs measure n times per case, in turns of uncontendedChunk
+// calls, and returns each case's results. Taking turns, a burst of noise
+// on this machine hits the cases alike, and the turn starts at the next
+// case each time, so no case always follows the same one.
+func takeTurns[T any](cases []benchCase, n int, measure func(i, chunk int) ([]T, error)) [][]T {
+	out := make([][]T, len(cases))
 	for turn, done := 0, 0; done < n; turn, done = turn+1, done+uncontendedChunk {
 		chunk := min(uncontendedChunk, n-done)
 		for k := range cases {
 			i := (turn + k) % len(cases)
-			lat, err := locktest.MeasureUncontended(ctx, lockers[i], chunk)
+			rs, err := measure(i, chunk)
 			if err != nil {
 				fail(cases[i], err)
 			}
-			out[i] = append(out[i], lat...)
+			out[i] = append(out[i], rs...)
 		}
 	}
 	return out
