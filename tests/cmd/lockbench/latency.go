@@ -106,9 +106,8 @@ func printLatencyTable(cases []benchCase, cycles [][]cycle, delay time.Duration,
 			sortDur(l)
 		}
 		p50[c.Name] = all.Percentile(50)
-		fmt.Fprintf(w, "%s\t%v\t%v\t%v\t%v\t\n", c.Name, all.Percentile(50).Round(time.Microsecond),
-			all.Percentile(99).Round(time.Microsecond), acq.Percentile(50).Round(time.Microsecond),
-			rel.Percentile(50).Round(time.Microsecond))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", c.Name, short(all.Percentile(50)),
+			short(all.Percentile(99)), short(acq.Percentile(50)), short(rel.Percentile(50)))
 	}
 	_ = w.Flush()
 	for _, r := range [][2]string{

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -59,14 +61,15 @@ func analyse(reports []workerReport, win window) roundResult {
 		r.cut += len(rep.Cut)
 	}
 	slices.Sort(r.waits)
-	slices.SortFunc(holds, func(a, b [2]int64) int { return int(a[0] - b[0]) })
-	var held, lastEnd, covered int64 // covered: the union counted so far ends here
+	slices.SortFunc(holds, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	// covered: the union counted so far ends there.
+	held, lastEnd, covered := int64(0), int64(math.MinInt64), win.Start
 	for _, h := range holds {
 		if h[0] < lastEnd {
 			r.overlaps++
 		}
 		lastEnd = max(lastEnd, h[1])
-		s, e := max(h[0], win.Start, covered), min(h[1], win.End)
+		s, e := max(h[0], covered), min(h[1], win.End)
 		if e > s {
 			held += e - s
 			covered = e
@@ -148,7 +151,7 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 			ratio = fmt.Sprintf("%.2f", r.medUtil/f)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t%d\t\n", c.Name, r.util, ratio,
-			r.waits.Percentile(50).Round(10*time.Microsecond), r.waits.Percentile(99).Round(10*time.Microsecond),
+			short(r.waits.Percentile(50)), short(r.waits.Percentile(99)),
 			r.gMin, r.gMax, r.fair, r.cut, r.overlaps)
 	}
 	_ = w.Flush()
@@ -171,4 +174,16 @@ func medianRange(vs []float64, format string) (string, float64) {
 		out += fmt.Sprintf(" (%s–%s)", strings.TrimSuffix(fmt.Sprintf(format, s[0]), "%"), strings.TrimSuffix(fmt.Sprintf(format, s[len(s)-1]), "%"))
 	}
 	return out, med
+}
+
+// short formats d to three significant digits: "131ms", "6.39ms", "1.47s".
+func short(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.3gs", d.Seconds())
+	case d >= time.Millisecond:
+		return fmt.Sprintf("%.3gms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	}
 }
