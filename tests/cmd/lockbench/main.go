@@ -1,6 +1,6 @@
 // Command lockbench compares distlock's backends with other Go lock
 // libraries and with raw floors (the least code that makes a lock on each
-// server) on the same servers, in one run. It has three modes.
+// server) on the same servers, in one run. It has four modes.
 //
 // The shared mode (the default) measures
 //
@@ -24,6 +24,10 @@
 // through a proxy adding D each way (tests/internal/delayproxy), as a
 // network would.
 //
+// The deadline mode (-deadline D) measures how late an Acquire bounded by a
+// context deadline D returns while the lock is held through another
+// Provider or client (the case's source opened twice), -n times per case.
+//
 // Cases are interleaved round by round so machine noise hits all alike.
 // Servers come from the same environment variables as the tests
 // (DISTLOCK_REDIS_ADDRS, DISTLOCK_PG_URL, DISTLOCK_NATS_URL,
@@ -33,6 +37,7 @@
 //	make services-up && . .services/env && go run ./tests/cmd/lockbench
 //	go run ./tests/cmd/lockbench -procs 8 -duration 5s -rounds 3
 //	go run ./tests/cmd/lockbench -delay 500us -n 500
+//	go run ./tests/cmd/lockbench -deadline 100ms -n 50
 package main
 
 import (
@@ -77,6 +82,7 @@ func main() {
 	procs := flag.Int("procs", 0, "multi-process mode: contended cases with this many worker processes")
 	duration := flag.Duration("duration", 5*time.Second, "multi-process mode: measured time per case and round")
 	delay := flag.Duration("delay", 0, "latency mode: RedLock cases through proxies adding this delay each way")
+	deadline := flag.Duration("deadline", 0, "deadline mode: how late an Acquire with this deadline returns behind a holder (-n tries)")
 	var w workerArgs
 	w.flags()
 	flag.Parse()
@@ -91,6 +97,11 @@ func main() {
 	switch {
 	case *delay > 0:
 		os.Exit(runLatency(re, *delay, *rounds, *uncontended))
+	case *deadline > 0:
+		cases, cleanup := loadCases(re)
+		rc := runDeadline(cases, *deadline, *uncontended)
+		cleanup()
+		os.Exit(rc)
 	case *procs > 0:
 		cases, cleanup := loadCases(re)
 		defer cleanup()
