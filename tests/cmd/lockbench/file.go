@@ -12,21 +12,35 @@ import (
 	"github.com/distlock/distlock/filelock"
 )
 
+// fileDirEnv names the directory of the file cases: the first lockbench
+// process makes it and sets the variable, which its worker processes
+// inherit, so that all of them lock the same files.
+const fileDirEnv = "LOCKBENCH_FILE_DIR"
+
 // fileCases: filelock against the obvious hand-written alternative, a
 // gofrs/flock TryLock loop that sleeps 1 ms between tries. Both use a
 // temporary directory; each worker gets its own Provider, as separate
 // processes would.
 func fileCases() ([]benchCase, func(), error) {
-	dir, err := os.MkdirTemp("", "lockbench-file-")
-	if err != nil {
-		return nil, nil, err
+	dir, owned := os.Getenv(fileDirEnv), false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "lockbench-file-"); err != nil {
+			return nil, nil, err
+		}
+		if err := os.Setenv(fileDirEnv, dir); err != nil {
+			return nil, nil, err
+		}
+		owned = true
 	}
 	var providers []*filelock.Provider
 	cleanup := func() {
 		for _, p := range providers {
 			_ = p.Close()
 		}
-		_ = os.RemoveAll(dir)
+		if owned {
+			_ = os.RemoveAll(dir)
+		}
 	}
 	return []benchCase{
 		{Name: "file: flock + 1ms sleep-poll", New: func(name string) core.Locker {

@@ -28,6 +28,7 @@ const benchTTL = 30 * time.Second
 //   - "raw SET NX PX + CAD script": the floor. TryAcquire is one SET NX PX
 //     with a random value, Release one compare-and-delete script; Acquire
 //     polls every millisecond.
+//   - "raw BLPOP/LPUSH token": the server-side handover floor (listToken).
 //   - "redislock": this repository's backend with its defaults.
 //   - "bsm/redislock": github.com/bsm/redislock, retrying every 10 ms
 //     (LinearBackoff), as its README suggests.
@@ -55,6 +56,7 @@ func redisCases() ([]benchCase, func(), error) {
 	}
 	return []benchCase{
 		{Name: "raw SET NX PX + CAD script", New: func(name string) core.Locker { return rawLocker{rdb: rdb, name: name} }},
+		{Name: "raw BLPOP/LPUSH token", New: func(name string) core.Locker { return newListToken(rdb, name) }},
 		{Name: "redislock", New: func(name string) core.Locker { return p.Mutex(name) }},
 		{Name: "bsm/redislock", New: func(name string) core.Locker { return bsmLocker{c: bsmClient, name: name} }},
 		{Name: "redsync", New: func(name string) core.Locker { return redsyncLocker{rs: rs, name: name} }},

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -25,10 +24,28 @@ import (
 // distlock's redlock against go-redsync/redsync (the common Go RedLock) and
 // the raw floor (rawQuorum) on the same servers.
 func redlockCases() ([]benchCase, func(), error) {
-	addrs := strings.Split(os.Getenv("DISTLOCK_REDIS_ADDRS"), ",")
-	if len(addrs) < 5 || addrs[0] == "" {
-		return nil, nil, errors.New("redlock: DISTLOCK_REDIS_ADDRS needs five servers")
+	addrs, err := redisAddrs(5)
+	if err != nil {
+		return nil, nil, err
 	}
+	return redlockCasesOn(addrs, 3, 5)
+}
+
+// redisAddrs returns the first n addresses of DISTLOCK_REDIS_ADDRS.
+func redisAddrs(n int) ([]string, error) {
+	addrs := strings.Split(os.Getenv("DISTLOCK_REDIS_ADDRS"), ",")
+	if len(addrs) < n || addrs[0] == "" {
+		return nil, fmt.Errorf("redlock: DISTLOCK_REDIS_ADDRS needs %d servers", n)
+	}
+	for i := range addrs {
+		addrs[i] = strings.TrimSpace(addrs[i])
+	}
+	return addrs[:n], nil
+}
+
+// redlockCasesOn returns the RedLock cases over the first n of addrs, for
+// each n of ns.
+func redlockCasesOn(addrs []string, ns ...int) ([]benchCase, func(), error) {
 	var closers []func()
 	cleanup := func() {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -36,11 +53,11 @@ func redlockCases() ([]benchCase, func(), error) {
 		}
 	}
 	var cases []benchCase
-	for _, n := range []int{3, 5} {
+	for _, n := range ns {
 		clients := make([]goredislib.UniversalClient, n)
 		pools := make([]redis.Pool, n)
 		for i := range clients {
-			c := goredislib.NewClient(&goredislib.Options{Addr: strings.TrimSpace(addrs[i])})
+			c := goredislib.NewClient(&goredislib.Options{Addr: addrs[i]})
 			closers = append(closers, func() { _ = c.Close() })
 			// The bench servers did not restart: a boot marker from long
 			// ago spares the first round redlock's restart guard.
