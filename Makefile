@@ -3,7 +3,7 @@
 #   make test           gofmt check + go vet + go test -race in every module of
 #                       go.work, against throwaway redis/PostgreSQL/NATS servers
 #                       (installed via apt when missing and run as root on Debian);
-#                       4 modules test at a time (DISTLOCK_TEST_JOBS=1: one by one),
+#                       6 modules test at a time (DISTLOCK_TEST_JOBS=1: one by one),
 #                       and make release-check as one more job beside them
 #   make release-check  every module tidy, requiring its siblings at one release
 #                       version, and fetchable with go get from a throwaway module

@@ -26,7 +26,8 @@
 #   DISTLOCK_FAIL_ON_SKIP=0   only list skipped tests instead of failing on them (skips are
 #                             always listed in the summary)
 #   DISTLOCK_TEST_TIMEOUT     go test -timeout per module (default 15m)
-#   DISTLOCK_TEST_JOBS        modules tested at a time (default 4; 1 = one after another)
+#   DISTLOCK_TEST_JOBS        modules tested at a time (default 6; 1 = one after another):
+#                             most of a module's test time is waiting, not CPU
 #   DISTLOCK_TEST_FIRST       modules to start first, longest first (default below, from
 #                             measured run times); the others follow in go.work order
 #   DISTLOCK_RELEASE_CHECK=0  test without make release-check (by default test mode runs it
@@ -55,7 +56,7 @@ RELEASE_JOB=release-check RELEASE_RESULT=""
 # test mode runs make release-check as a job beside the modules; 0 turns it off
 RELEASE_CHECK=${DISTLOCK_RELEASE_CHECK:-1}
 FIRST=${DISTLOCK_TEST_FIRST-tests redlock redislock pglock etcdlock natslock polllease}
-JOBS=${DISTLOCK_TEST_JOBS:-4}
+JOBS=${DISTLOCK_TEST_JOBS:-6}
 if ! [[ $JOBS =~ ^[1-9][0-9]*$ ]]; then
 	echo "DISTLOCK_TEST_JOBS must be a positive number, not '$JOBS'" >&2
 	exit 2
@@ -327,20 +328,22 @@ in_module() {
 # Runs $1 (test|bench) over the modules, up to $JOBS at a time, the ones in
 # $FIRST first.
 run_modules() {
-	local what=$1 m f running=0
+	local what=$1 m f running=0 nfirst=0
 	local -a order=() queue=()
 	for f in $FIRST; do
 		for m in "${GOOD[@]}"; do
-			[[ ${m#./} == "${f#./}" ]] && order+=("$m")
+			[[ ${m#./} == "${f#./}" ]] && order+=("$m") && nfirst=$((nfirst + 1))
 		done
 	done
 	for m in "${GOOD[@]}"; do
 		[[ " ${order[*]} " == *" $m "* ]] || order+=("$m")
 	done
 	[[ $what == bench ]] && order=("${GOOD[@]}")
-	# make release-check needs no server: it runs as one more job, in a
-	# slot the short modules free, while the long ones still test.
-	[[ $what == test && $RELEASE_CHECK == 1 ]] && order+=("$RELEASE_JOB")
+	# make release-check needs no server: it runs as one more job, after
+	# the long modules started, while they test.
+	if [[ $what == test && $RELEASE_CHECK == 1 ]]; then
+		order=("${order[@]:0:nfirst}" "$RELEASE_JOB" "${order[@]:nfirst}")
+	fi
 	queue=("${order[@]}")
 	mkdir -p "$WORK/logs" "$WORK/json"
 	local timeout=${DISTLOCK_TEST_TIMEOUT:-15m}
