@@ -13,13 +13,15 @@
 #
 # `test` spends most of its time waiting (on servers, TTLs, timeouts), not
 # computing, so it runs in phases:
-#   1. while the servers start: go vet over all modules (one go command), and
-#      the race build of every test package (go list -export), so the
-#      compiler's CPU use does not overlap timing-sensitive tests;
+#   1. while the servers start: the race build of every test package (go
+#      list -export), so that the compiler's CPU use does not overlap
+#      timing-sensitive tests;
 #   2. go test -race in several modules at a time against the shared servers
 #      (every test names its keys/tables/buckets uniquely), the slowest
-#      modules first. Each module's output goes to its own log, printed whole
-#      when the module is done, so the output stays readable.
+#      modules first, with go vet over all modules (one go command) and make
+#      release-check as two more jobs once the slowest have started. Each
+#      job's output goes to its own log, printed whole when the job is done,
+#      so the output stays readable.
 # `bench` runs one module at a time: benchmarks must not share the CPU.
 #
 # Environment:
@@ -52,7 +54,7 @@ esac
 # tests 84s, redlock 77s, redislock 74s, pglock 59s, natslock 43s,
 # polllease 36s, the rest 10s or less. Starting the long ones first keeps the
 # critical path at the longest module.
-RELEASE_JOB=release-check RELEASE_RESULT=""
+RELEASE_JOB=release-check RELEASE_RESULT="" VET_JOB=go-vet
 # test mode runs make release-check as a job beside the modules; 0 turns it off
 RELEASE_CHECK=${DISTLOCK_RELEASE_CHECK:-1}
 FIRST=${DISTLOCK_TEST_FIRST-tests redlock redislock pglock etcdlock natslock polllease}
@@ -280,28 +282,44 @@ for m in "${MODULES[@]}"; do
 done
 add_part() { PARTS[$1]+="${PARTS[$1]:+, }$2"; }
 
-# go vet over every module in one go command (they share their dependencies);
-# only when that fails, module by module, to tell which failed.
-vet_all() {
-	((${#GOOD[@]} > 0)) || return 0
-	local t0 m
-	t0=$(now_us)
-	say "go vet (${#GOOD[@]} modules)"
-	if go vet "${PATTERNS[@]}" >"$WORK/vet.log" 2>&1; then
-		cat "$WORK/vet.log"
-		for m in "${GOOD[@]}"; do add_part "$m" "vet ok"; done
-		echo "go vet: ok in $(since "$t0")"
+# vet_modules FILE: go vet over every module in one go command (they share
+# their dependencies); only when that fails, module by module, to tell which
+# failed. Writes "<module> ok|FAIL" lines to FILE.
+vet_modules() {
+	local out=$1 m rc=0
+	if go vet "${PATTERNS[@]}"; then
+		for m in "${GOOD[@]}"; do echo "$m ok"; done >"$out"
 		return 0
 	fi
+	: >"$out"
 	for m in "${GOOD[@]}"; do
 		say "$m: go vet ./..."
-		if (cd "$m" && go vet ./...); then
+		if (cd "$m" && go vet ./...); then echo "$m ok" >>"$out"; else echo "$m FAIL" >>"$out" && rc=1; fi
+	done
+	return "$rc"
+}
+
+# vet_record FILE: vet_modules' results into the summary.
+vet_record() {
+	local m r
+	while read -r m r; do
+		if [[ $r == ok ]]; then
 			add_part "$m" "vet ok"
 		else
 			add_part "$m" "vet FAIL"
 			OK[$m]=0
 		fi
-	done
+	done <"$1"
+}
+
+vet_all() {
+	((${#GOOD[@]} > 0)) || return 0
+	local t0
+	t0=$(now_us)
+	say "go vet (${#GOOD[@]} modules)"
+	vet_modules "$WORK/vet.status" || true
+	vet_record "$WORK/vet.status"
+	echo "go vet: done in $(since "$t0")"
 }
 
 # Compiles the race build of every test package and its dependencies into the
@@ -341,8 +359,12 @@ run_modules() {
 	[[ $what == bench ]] && order=("${GOOD[@]}")
 	# make release-check needs no server: it runs as one more job, after
 	# the long modules started, while they test.
-	if [[ $what == test && $RELEASE_CHECK == 1 ]]; then
-		order=("${order[@]:0:nfirst}" "$RELEASE_JOB" "${order[@]:nfirst}")
+	if [[ $what == test ]]; then
+		# go vet needs no server either: a job beside the tests, so that
+		# the tests start once the race build is done.
+		local -a extra=("$VET_JOB")
+		[[ $RELEASE_CHECK == 1 ]] && extra+=("$RELEASE_JOB")
+		order=("${order[@]:0:nfirst}" "${extra[@]}" "${order[@]:nfirst}")
 	fi
 	queue=("${order[@]}")
 	mkdir -p "$WORK/logs" "$WORK/json"
@@ -354,7 +376,10 @@ run_modules() {
 			local id
 			id=$(echo "${m#./}" | tr '/.' '__')
 			: >"$WORK/skips.$id"
-			if [[ $m == "$RELEASE_JOB" ]]; then
+			if [[ $m == "$VET_JOB" ]]; then
+				say "$m (${#GOOD[@]} modules, started)"
+				start_job "$m" "$WORK/logs/$id" vet_modules "$WORK/vet.status"
+			elif [[ $m == "$RELEASE_JOB" ]]; then
 				say "$m (started)"
 				start_job "$m" "$WORK/logs/$id" scripts/release-check.sh
 			elif [[ $what == test ]]; then
@@ -370,7 +395,13 @@ run_modules() {
 		wait_job
 		running=$((running - 1))
 		m=$DONE_NAME
-		if [[ $m == "$RELEASE_JOB" ]]; then
+		if [[ $m == "$VET_JOB" ]]; then
+			say "$m ($([[ $DONE_RC == 0 ]] && echo ok || echo FAIL) in ${DONE_SECS}s)"
+			cat "$DONE_LOG"
+			vet_record "$WORK/vet.status"
+			((DONE_RC == 0)) || failed=1
+			continue
+		elif [[ $m == "$RELEASE_JOB" ]]; then
 			say "$m ($([[ $DONE_RC == 0 ]] && echo ok || echo FAIL) in ${DONE_SECS}s)"
 			RELEASE_RESULT="$([[ $DONE_RC == 0 ]] && echo "ok  " || echo FAIL) $m: $(tail -n 1 "$DONE_LOG") (${DONE_SECS}s)"
 			((DONE_RC == 0)) || failed=1
@@ -401,7 +432,7 @@ fi
 if [[ $mode == test || $mode == bench ]]; then
 	start_services
 fi
-if [[ $mode == test || $mode == vet ]]; then
+if [[ $mode == vet ]]; then
 	vet_all
 fi
 if [[ $mode == test ]]; then
