@@ -98,12 +98,14 @@ func (c *Coordinator) detach(l *lease) {
 }
 
 // releaseAll waits for the detached leases' pollers to stop, then releases
-// them on the store, MaxParallel at a time, and reports each.
+// them on the store, MaxParallel at a time, and reports each. The releases
+// get a heartbeat interval, and at least kit.CleanupTimeout: a lease whose
+// release does not answer in time expires by its TTL.
 func (c *Coordinator) releaseAll(ctx context.Context, leases []*lease, reason Reason) error {
 	if len(leases) == 0 {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.HeartbeatInterval)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(c.cfg.HeartbeatInterval, kit.CleanupTimeout))
 	defer cancel()
 	sem := make(chan struct{}, max(1, c.cfg.MaxParallel))
 	errs := make([]error, len(leases))
