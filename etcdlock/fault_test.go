@@ -44,7 +44,8 @@ func TestDeadServer(t *testing.T) {
 func TestServerRestart(t *testing.T) {
 	const ttl = 4 * time.Second
 	srv := startServer(t)
-	p := newProviderOn(t, connect(t, srv.endpoints()), WithTTL(ttl), WithTimeout(time.Second))
+	cli := connect(t, srv.endpoints())
+	p := newProviderOn(t, cli, WithTTL(ttl), WithTimeout(time.Second))
 	ctx := ctxT(t, 2*time.Minute)
 	name := lockName(t)
 
@@ -65,6 +66,14 @@ func TestServerRestart(t *testing.T) {
 	require.NoError(t, ctx.Err(), "Acquire waited for its context instead of failing")
 
 	srv.start()
+	// A restarted member may take a while to serve (a loaded machine): an
+	// Acquire before that fails, as the one above did.
+	require.Eventually(t, func() bool {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := cli.Get(rctx, "ready")
+		return err == nil
+	}, time.Minute, 50*time.Millisecond, "the restarted member does not answer")
 	h2, err := p.Mutex(name).Acquire(ctx)
 	require.NoError(t, err)
 	assert.Greater(t, h2.FencingToken(), h.FencingToken())
