@@ -12,9 +12,6 @@ import (
 // kit.SessionDriver's Verify, behind every handle's core.Verifier, and
 // needs no fence table.
 func (p *Provider) verify(ctx context.Context, g *grant) (bool, error) {
-	if g.Session.Broken() {
-		return false, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	var held bool

@@ -17,9 +17,6 @@ const verifySQL = `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advis
 // the kit.SessionDriver's Verify, behind every handle's core.Verifier. It
 // needs no fence table, so it answers in every mode.
 func (p *Provider) verify(ctx context.Context, g *grant) (bool, error) {
-	if g.Session.Broken() {
-		return false, nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	c, o, sub := g.Key.lockTag()

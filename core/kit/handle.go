@@ -32,8 +32,8 @@ type BaseHandle struct {
 	trusted atomic.Pointer[trustWindow] // nil while no window can close
 	token   uint64
 	release func(context.Context) error
-	probe   atomic.Pointer[handleProbe]                         // set once a Probe's Locker returns the handle; nil: nothing to report
-	verify  atomic.Pointer[func(context.Context) (bool, error)] // set by SetVerify; nil: Verify is unsupported
+	probe   atomic.Pointer[handleProbe]         // set once a Probe's Locker returns the handle; nil: nothing to report
+	verify  func(context.Context) (bool, error) // set by SetVerify before the handle is shared; nil: Verify is unsupported
 
 	mu        sync.Mutex
 	released  bool
@@ -64,7 +64,7 @@ func NewHandle(token uint64, release func(context.Context) error) *BaseHandle {
 // returned. Without it Verify fails with an error matching
 // core.ErrUnsupported.
 func (h *BaseHandle) SetVerify(f func(ctx context.Context) (held bool, err error)) {
-	h.verify.Store(&f)
+	h.verify = f
 }
 
 // Verify implements core.Verifier: false at once when the handle is
@@ -74,11 +74,10 @@ func (h *BaseHandle) Verify(ctx context.Context) (bool, error) {
 	if h.Context().Err() != nil {
 		return false, nil
 	}
-	f := h.verify.Load()
-	if f == nil {
+	if h.verify == nil {
 		return false, fmt.Errorf("%w: this backend cannot confirm a grant with its store", core.ErrUnsupported)
 	}
-	return (*f)(ctx)
+	return h.verify(ctx)
 }
 
 // trustWindow is the end of a handle's trust window, on the clock of the

@@ -86,9 +86,9 @@ type SessionDriver[K comparable, C SessionConn, X any] struct {
 	// holds g's lock; it fails the session when the session broke or lost
 	// the lock. Only needed with handoffs on.
 	Draw func(ctx context.Context, g *Grant[K, C, X]) (uint64, error)
-	// Verify, when set, asks the server whether g's session still holds
-	// g's lock, without using the session (which may be busy): every
-	// handle of a grant implements core.Verifier with it.
+	// Verify, when set, asks the server whether g's session (not broken)
+	// still holds g's lock, without using the session (which may be
+	// busy): every handle of a grant implements core.Verifier with it.
 	Verify func(ctx context.Context, g *Grant[K, C, X]) (bool, error)
 	// Closed is the error of calls after Close, and the cause of the loss
 	// of the handles Close loses.

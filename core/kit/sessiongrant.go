@@ -68,11 +68,16 @@ func (c *Session[K, C, X]) Grant(ctx context.Context, g *Grant[K, C, X], token u
 }
 
 // newHandle makes the handle of g with token, verified by the driver's
-// Verify when it has one.
+// Verify when it has one: a broken session holds nothing, without asking.
 func (s *Sessions[K, C, X]) newHandle(g *Grant[K, C, X], token uint64) *BaseHandle {
 	h := NewHandle(token, func(rctx context.Context) error { return s.release(rctx, g) })
 	if s.d.Verify != nil {
-		h.SetVerify(func(ctx context.Context) (bool, error) { return s.d.Verify(ctx, g) })
+		h.SetVerify(func(ctx context.Context) (bool, error) {
+			if g.Session.Broken() {
+				return false, nil
+			}
+			return s.d.Verify(ctx, g)
+		})
 	}
 	return h
 }
