@@ -115,8 +115,10 @@ func rlTrial(t *testing.T, sc rlScenario, wait time.Duration, opts ...redlock.Op
 	o := rlOutcome{first: h1.FencingToken()}
 	sc.restart(t, srvs)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	began := time.Now()
 	h2, err := l2.Acquire(ctx)
 	cancel()
+	t.Logf("%s: contender after %v: %v; holder's context: %v", sc.name, time.Since(began).Round(time.Millisecond), err, h1.Context().Err())
 	if err == nil {
 		o.overlap = h1.Context().Err() == nil
 	} else {
