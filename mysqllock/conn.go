@@ -191,6 +191,23 @@ func connFailed(err error) bool {
 	return false
 }
 
+// contended reports whether the server gave err up as the loser of a
+// contention it tells the client to retry: a deadlock victim (InnoDB's
+// 1213, MySQL's user-lock deadlock 3058) or a row lock wait that timed out
+// (1205). The statement was undone but its user locks were not, so the
+// caller re-checks them (unlockIfHeld) and reports the lock busy.
+func contended(err error) bool {
+	var me *mysql.MySQLError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Number {
+	case 1205, 1213, 3058:
+		return true
+	}
+	return false
+}
+
 // unlockIfHeld is the re-check after a grant statement failed on a healthy
 // c (locked): the server may have granted one of locks before the error. It
 // releases those this session holds; if even that fails, c is failed,

@@ -33,7 +33,10 @@ type seqBlocks struct {
 
 // ensureFence creates the fence sequence (and its mark table) or table once
 // per Provider, and reads the sequence's parameters. A concurrent creator
-// elsewhere is harmless: IF NOT EXISTS.
+// elsewhere is harmless: IF NOT EXISTS. An existing sequence is only read:
+// a CREATE on it would queue for an exclusive metadata lock behind every
+// statement waiting with the sequence open, and hold up every draw behind
+// it.
 func (p *Provider) ensureFence(ctx context.Context) error {
 	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if !p.sql.seq {
@@ -42,6 +45,9 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 			if _, err := p.db.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("create fence table %s: %w", p.opts.FenceTable, err)
 			}
+			return nil
+		}
+		if err := p.readSequence(ctx); err == nil {
 			return nil
 		}
 		for _, q := range []string{
@@ -53,20 +59,30 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 				return fmt.Errorf("create fence sequence %s (sequences are MariaDB's, 10.3 and later; on MySQL use WithFenceTable): %w", p.opts.FenceTable, err)
 			}
 		}
-		var incr int64
-		var start, cache uint64
-		q := fmt.Sprintf(`SELECT start_value, increment, cache_size FROM %s`, p.sql.fence)
-		if err := p.db.QueryRowContext(ctx, q).Scan(&start, &incr, &cache); err != nil {
-			return fmt.Errorf("read fence sequence %s: %w", p.opts.FenceTable, err)
-		}
-		if incr != 1 || cache == 0 {
-			return fmt.Errorf("fence sequence %s has INCREMENT %d CACHE %d: it needs INCREMENT 1 and a CACHE", p.opts.FenceTable, incr, cache)
-		}
-		p.seq.mu.Lock()
-		p.seq.start, p.seq.cache = start, cache
-		p.seq.mu.Unlock()
-		return nil
+		return p.readSequence(ctx)
 	})
+}
+
+// readSequence reads the fence sequence's parameters, and checks that its
+// mark table has its row.
+func (p *Provider) readSequence(ctx context.Context) error {
+	var incr int64
+	var start, cache uint64
+	q := fmt.Sprintf(`SELECT start_value, increment, cache_size FROM %s`, p.sql.fence)
+	if err := p.db.QueryRowContext(ctx, q).Scan(&start, &incr, &cache); err != nil {
+		return fmt.Errorf("read fence sequence %s: %w", p.opts.FenceTable, err)
+	}
+	if incr != 1 || cache == 0 {
+		return fmt.Errorf("fence sequence %s has INCREMENT %d CACHE %d: it needs INCREMENT 1 and a CACHE", p.opts.FenceTable, incr, cache)
+	}
+	var one int
+	if err := p.db.QueryRowContext(ctx, fmt.Sprintf(`SELECT 1 FROM %s WHERE id = 1`, p.sql.mark)).Scan(&one); err != nil {
+		return fmt.Errorf("read fence sequence %s's mark table: %w", p.opts.FenceTable, err)
+	}
+	p.seq.mu.Lock()
+	p.seq.start, p.seq.cache = start, cache
+	p.seq.mu.Unlock()
+	return nil
 }
 
 // confirm makes token's block of the fence sequence durable before the

@@ -88,6 +88,9 @@ func (p *Provider) tryOn(ctx context.Context, c *conn, cl claim) (core.Handle, e
 		}
 		unlockIfHeld(ctx, c, cl.locks)
 		c.Unlock()
+		if contended(err) {
+			return nil, kit.Busy("the server made the grant statement retry: %v", err)
+		}
 		return nil, err
 	}
 	if !ok {

@@ -66,6 +66,9 @@ func (p *Provider) block(ctx context.Context, c *conn, cl claim, limit time.Dura
 	if ctx.Err() != nil {
 		return nil, 0, kit.NotAcquired(ctx)
 	}
+	if contended(err) {
+		return nil, time.Millisecond, kit.Busy("the server made the wait retry: %v", err)
+	}
 	return nil, 0, err
 }
 
