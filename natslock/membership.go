@@ -86,9 +86,9 @@ func (p *Provider) listMembers(ctx context.Context, group string) ([]string, err
 		return nil, err
 	}
 	ids := []string{}
-	err = p.scan(ctx, kv, kit.SafeName(group)+".*", false, func(e jetstream.KeyValueEntry) {
+	err = p.scan(ctx, kv, kit.SafeName(group)+".*", false, func(e kvEntry) {
 		var m member
-		if json.Unmarshal(e.Value(), &m) == nil && time.Since(e.Created()) < time.Duration(m.TTLms)*time.Millisecond {
+		if json.Unmarshal(e.value, &m) == nil && time.Since(e.created) < time.Duration(m.TTLms)*time.Millisecond {
 			ids = append(ids, m.ID)
 		}
 	})
