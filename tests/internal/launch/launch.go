@@ -3,6 +3,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -162,17 +163,44 @@ func findBinary(name string) (string, bool) {
 	return "", false
 }
 
-// freePort returns a loopback port nothing listens on now. The server
-// that gets it binds it a moment later; a start that loses that race is
-// retried on a new port.
+// freePort returns a loopback port nothing listens on now, below the
+// kernel's ephemeral range: a port in that range can be taken by a client
+// socket's local end between this check and the server's bind, or while a
+// server that keeps its port is down for a restart. The server that gets
+// it binds it a moment later; a start that loses that race is retried on a
+// new port.
 func freePort(t testing.TB) int {
 	t.Helper()
+	lo, hi := portRange()
+	for range 100 {
+		port := lo + rand.IntN(hi-lo)
+		if l, err := net.Listen("tcp", hostPort(port)); err == nil {
+			_ = l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("launch: no free port: %v", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// portRange is where freePort picks: from 20000 up to the ephemeral range
+// (scripts/services.sh picks the shared servers' ports the same way).
+func portRange() (lo, hi int) {
+	lo, hi = 20000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if eph, err := strconv.Atoi(f[0]); err == nil && eph > lo+2000 && eph <= 45000 {
+			hi = eph
+		}
+	}
+	return lo, hi
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
