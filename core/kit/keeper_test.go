@@ -389,14 +389,16 @@ func TestKeeperJudgesEachLeaseByItsOwnWindow(t *testing.T) {
 	})
 	t.Cleanup(func() { close(stop) }) // before the Keeper's Close
 	t0 := clock.Now()
-	// near is due at t0 + 5 s with its window closing at t0 + 7.6 s; far
-	// is due at t0 + 10 s, within the half interval that gathers a batch,
-	// with its window closing at t0 + 12.6 s.
+	// Both fall due at t0 + 10 s, and neither earlier: near is kept at t0
+	// (its window closes at t0 + 12.6 s), far at t0 + 4 s (closing at
+	// t0 + 16.6 s). However the Keeper's goroutine is scheduled, it sees
+	// nothing due before the clock reaches t0 + 10 s.
 	near, far := kit.NewHandle(1, noopRelease), kit.NewHandle(2, noopRelease)
-	k.Keep(near, t0.Add(-interval/2), "near")
-	k.Keep(far, t0, "far")
+	k.Keep(near, t0, "near")
+	clock.Advance(4 * time.Second)
+	k.Keep(far, clock.Now(), "far")
 	nearDone := near.Context().Done() // read once: the Keeper must end it
-	clock.Advance(interval / 2)
+	clock.Advance(interval - 4*time.Second)
 	select {
 	case b := <-called:
 		if len(b) != 2 {
@@ -419,7 +421,7 @@ func TestKeeperJudgesEachLeaseByItsOwnWindow(t *testing.T) {
 	answer <- []error{nil, nil}
 	waitFor(t, farChanged, "far's renewal recorded")
 	s, _ := far.Lease()
-	if s.Err != nil || s.Renewals != 1 || !s.Renewed.Equal(t0.Add(interval/2)) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) {
+	if s.Err != nil || s.Renewals != 1 || !s.Renewed.Equal(t0.Add(interval)) || !s.Deadline.Equal(s.Renewed.Add(ttl-margin)) {
 		t.Fatalf("far after the slow answer: %+v, want renewed at the batch's start", s)
 	}
 	if err := far.Context().Err(); err != nil {
