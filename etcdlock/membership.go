@@ -108,12 +108,10 @@ func memberIDs(kvs []*mvccpb.KeyValue) []string {
 }
 
 func validMember(group, id string, ttl time.Duration) error {
-	if err := kit.ValidateName(group); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return err
 	}
 	switch {
-	case kit.ValidateName(id) != nil:
-		return kit.Invalid("member id must be non-empty valid UTF-8")
 	case ttl <= 0 || ttl > MaxTTL:
 		return kit.Invalid("ttl %v not in (0, %v]", ttl, MaxTTL)
 	}

@@ -119,8 +119,8 @@ func (p *Provider) memberArgs(ctx context.Context, op, group string, ids ...stri
 		return kit.Wrap(backend, op, group, fmt.Errorf("group: %w", err))
 	}
 	for _, id := range ids {
-		if err := kit.ValidateName(id); err != nil {
-			return kit.Wrap(backend, op, group, fmt.Errorf("member id: %w", err))
+		if err := kit.ValidateMember(group, id); err != nil {
+			return kit.Wrap(backend, op, group, err)
 		}
 	}
 	if err := ctx.Err(); err != nil {

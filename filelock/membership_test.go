@@ -86,8 +86,8 @@ func TestMembershipBadInput(t *testing.T) {
 		want error
 	}{
 		{"empty group", p.Register(ctx, "", "id", time.Second), core.ErrInvalidName},
-		{"empty id", p.Register(ctx, "g", "", time.Second), core.ErrInvalidName},
-		{"invalid UTF-8 id", p.Deregister(ctx, "g", "\xff"), core.ErrInvalidName},
+		{"empty id", p.Register(ctx, "g", "", time.Second), core.ErrInvalidArgument},
+		{"invalid UTF-8 id", p.Deregister(ctx, "g", "\xff"), core.ErrInvalidArgument},
 		{"zero ttl", p.Register(ctx, "g", "id", 0), core.ErrInvalidArgument},
 		{"negative ttl", p.Register(ctx, "g", "id", -time.Second), core.ErrInvalidArgument},
 		{"nil context", p.Register(nil, "g", "id", time.Second), core.ErrInvalidArgument}, //nolint:staticcheck

@@ -96,8 +96,8 @@ func validMember(group, id string) error {
 	if err := validGroup(group); err != nil {
 		return err
 	}
-	if err := kit.ValidateName(id); err != nil {
-		return kit.Invalid("member id: %v", err)
+	if err := kit.ValidateMember(group, id); err != nil {
+		return err
 	}
 	if len(id) > maxMember {
 		return kit.Invalid("member id must be at most %d bytes", maxMember)

@@ -27,6 +27,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const (
 	testBucket = "distlock_test"
 	testTTL    = 2 * time.Second
+	// testMemberMaxTTL is the members bucket's TTL: every test Provider
+	// opens the same members bucket, whose TTL must match.
+	testMemberMaxTTL = time.Minute
 )
 
 // connect opens a JetStream client on url, closed by t.Cleanup.
@@ -50,7 +53,7 @@ func newProvider(t testing.TB, opts ...Option) *Provider {
 
 func newProviderOn(t testing.TB, js jetstream.JetStream, opts ...Option) *Provider {
 	t.Helper()
-	p, err := New(js, append([]Option{WithBucket(testBucket), WithTTL(testTTL)}, opts...)...)
+	p, err := New(js, append([]Option{WithBucket(testBucket), WithTTL(testTTL), WithMemberMaxTTL(testMemberMaxTTL)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
 	return p

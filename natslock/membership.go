@@ -3,7 +3,6 @@ package natslock
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"time"
 
@@ -119,11 +118,5 @@ func (p *Provider) membersKV(ctx context.Context) (jetstream.KeyValue, error) {
 func memberKey(group, id string) string { return kit.SafeName(group) + "." + kit.SafeName(id) }
 
 func validMember(group, id string) error {
-	if err := kit.ValidateName(group); err != nil {
-		return err
-	}
-	if err := kit.ValidateName(id); err != nil {
-		return fmt.Errorf("member id: %w", err)
-	}
-	return nil
+	return kit.ValidateMember(group, id)
 }

@@ -253,7 +253,7 @@ func TestSemaphoreSlots(t *testing.T) {
 }
 
 func TestMembership(t *testing.T) {
-	p := newProvider(t, WithMembersBucket(testBucket+"_members"), WithMemberMaxTTL(time.Minute))
+	p := newProvider(t, WithMembersBucket(testBucket+"_members"))
 	ctx := ctxT(t, 30*time.Second)
 	group := lockName(t)
 
@@ -287,7 +287,7 @@ func TestMembership(t *testing.T) {
 		want            error
 	}{
 		{"empty group", "", "x", time.Second, core.ErrInvalidName},
-		{"empty id", group, "", time.Second, core.ErrInvalidName},
+		{"empty id", group, "", time.Second, core.ErrInvalidArgument},
 		{"zero ttl", group, "x", 0, core.ErrInvalidArgument},
 		{"ttl above the bucket's", group, "x", time.Hour, core.ErrInvalidArgument},
 	} {

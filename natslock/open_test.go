@@ -26,7 +26,7 @@ func openURL(t testing.TB, query string) *Provider {
 func TestConformanceURL(t *testing.T) {
 	cfg := conformance()
 	cfg.New = func(t testing.TB) core.Provider {
-		return openURL(t, "bucket="+testBucket+"&ttl="+testTTL.String()+"&renew_interval="+(testTTL/4).String()+"&identity=url-test&connect_timeout=5s")
+		return openURL(t, "bucket="+testBucket+"&ttl="+testTTL.String()+"&member_max_ttl="+testMemberMaxTTL.String()+"&renew_interval="+(testTTL/4).String()+"&identity=url-test&connect_timeout=5s")
 	}
 	locktest.TestProvider(t, cfg)
 }

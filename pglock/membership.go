@@ -109,13 +109,7 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 }
 
 func validMember(group, id string) error {
-	if err := kit.ValidateName(group); err != nil {
-		return err
-	}
-	if err := kit.ValidateName(id); err != nil {
-		return kit.Invalid("member id: %v", err)
-	}
-	return nil
+	return kit.ValidateMember(group, id)
 }
 
 func (p *Provider) ensureMembers(ctx context.Context) error {

@@ -73,3 +73,16 @@ func SafeName(name string) string {
 	b.WriteString(lowerBase32.EncodeToString(sum[:])[:safeHashLen])
 	return b.String()
 }
+
+// ValidateMember checks a Membership call's group and member id: the group
+// as a lock name (the error matches ErrInvalidName), the id non-empty valid
+// UTF-8 (the error matches ErrInvalidArgument).
+func ValidateMember(group, id string) error {
+	if err := ValidateName(group); err != nil {
+		return err
+	}
+	if err := ValidateName(id); err != nil {
+		return Invalid("member id: %v", err)
+	}
+	return nil
+}

@@ -68,10 +68,7 @@ func memberArgs(ctx context.Context, group, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := kit.ValidateName(group); err != nil {
-		return err
-	}
-	return kit.ValidateName(id)
+	return kit.ValidateMember(group, id)
 }
 
 func (s *Store) registerLocked(group, id string, ttl time.Duration) {

@@ -68,11 +68,5 @@ func memberIDs(cmd *redis.Cmd) ([]string, error) {
 }
 
 func validMember(group, id string) error {
-	if err := kit.ValidateName(group); err != nil {
-		return err
-	}
-	if id == "" {
-		return kit.Invalid("empty member id")
-	}
-	return nil
+	return kit.ValidateMember(group, id)
 }
