@@ -26,8 +26,9 @@
 //     [BaseHandle.HandedByServer] marks). A Provider with neither has a
 //     nil Probe, which costs nothing.
 //   - [ValidateName] rejects what no backend can lock (the empty name,
-//     invalid UTF-8); [SafeName] encodes any name into a short string safe
-//     for file names and keys.
+//     invalid UTF-8), and [ValidateMember] a Membership call's group and
+//     member id; [SafeName] encodes any name into a short string safe for
+//     file names and keys.
 //   - [ParseURL] takes a lock URL apart for a backend's Open: scheme, user,
 //     one or more hosts, path, and query parameters read once each, with
 //     errors that name the part at fault and never show the password.
