@@ -11,7 +11,11 @@
 // least the minimum validity on a majority, and a slow or paused server does
 // not stall it. It fails as soon as failure is certain (more than N − quorum
 // refusals or errors), and then releases the lock on every server, since a
-// request whose reply was lost may still have been granted.
+// request whose reply was lost may still have been granted. A request can
+// also land after the acquire returned: go-redis redials a refused
+// connection (5 tries, 100 ms apart, by default; Options.DialerRetries), so
+// a call to a server that is down may reach it once it is back. Such a late
+// grant is extended and released with the others.
 //
 // A held lock is extended on every server every TTL/3 through kit.Keeper
 // (all handles of a Provider that fall due together share one pipeline per
