@@ -36,9 +36,6 @@
 #                             as one more job beside the modules)
 #   DISTLOCK_TEST_JSON_DIR    keep each module's `go test -json` output there, as <module>.json
 #                             (per-test timings, e.g. to find the slowest tests)
-#   DISTLOCK_TESTS_PARALLEL   go test -parallel for the tests module (default 4): its
-#                             fault tests run servers of their own and wait on events, so
-#                             more of them at a time than the 2 CPUs shortens the longest job
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -387,10 +384,8 @@ run_modules() {
 				start_job "$m" "$WORK/logs/$id" scripts/release-check.sh
 			elif [[ $what == test ]]; then
 				say "$m: go test -race -count=1 ./... (started)"
-				local par=()
-				[[ $m == ./tests ]] && par=(-parallel "${DISTLOCK_TESTS_PARALLEL:-4}")
 				start_job "$m" "$WORK/logs/$id" in_module "$m" \
-					run_go_test "$WORK/skips.$id" "$WORK/json/$id.json" -race -count=1 "${par[@]}" -timeout "$timeout" ./...
+					run_go_test "$WORK/skips.$id" "$WORK/json/$id.json" -race -count=1 -timeout "$timeout" ./...
 			else
 				start_job "$m" "$WORK/logs/$id" in_module "$m" \
 					go test -run '^$' -bench . -benchtime=2s -timeout "$timeout" ./...
