@@ -26,7 +26,7 @@ type member struct {
 // refreshed for that long; a shorter ttl is applied by Members, comparing
 // the server's timestamp of the registration with the local clock.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
 	if ttl <= 0 || ttl > p.cfg.memberMaxTTL {
@@ -48,7 +48,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 // Deregister removes id from group at once: one round trip. Removing an
 // absent id is not an error.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
@@ -116,7 +116,3 @@ func (p *Provider) membersKV(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 func memberKey(group, id string) string { return kit.SafeName(group) + "." + kit.SafeName(id) }
-
-func validMember(group, id string) error {
-	return kit.ValidateMember(group, id)
-}

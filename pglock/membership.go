@@ -18,7 +18,7 @@ import (
 // measured on the server's clock. It also purges the group's registrations
 // that expired long ago, in the same statement.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
 	if ttl < time.Millisecond {
@@ -41,7 +41,7 @@ ON CONFLICT (grp, id) DO UPDATE SET expires_at = EXCLUDED.expires_at`, t)
 // the live members of group, sorted, in the same statement: one round trip
 // (core.Heartbeater).
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
 	if ttl < time.Millisecond {
@@ -71,7 +71,7 @@ ORDER BY id COLLATE "C"`, quoteIdent(p.opts.MembersTable))
 
 // Deregister removes id from group at once; an absent id is not an error.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
 	if err := p.ensureMembers(ctx); err != nil {
@@ -106,10 +106,6 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 		ids = []string{}
 	}
 	return ids, nil
-}
-
-func validMember(group, id string) error {
-	return kit.ValidateMember(group, id)
 }
 
 func (p *Provider) ensureMembers(ctx context.Context) error {

@@ -15,7 +15,7 @@ func (c *Client) groupKey(group string) string { return c.base(Lock{Name: group}
 // Register adds id to group, or refreshes it, for ttl by the server's clock:
 // one script call.
 func (c *Client) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return err
 	}
 	if ttl.Milliseconds() < 1 {
@@ -26,7 +26,7 @@ func (c *Client) Register(ctx context.Context, group, id string, ttl time.Durati
 
 // Deregister removes id from group: one command. An absent id is not an error.
 func (c *Client) Deregister(ctx context.Context, group, id string) error {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return err
 	}
 	return c.rdb.ZRem(ctx, c.groupKey(group), id).Err()
@@ -44,7 +44,7 @@ func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
 // Heartbeat registers id in group for ttl and lists the live ids of group,
 // sorted, by the server's clock: one script call.
 func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := validMember(group, id); err != nil {
+	if err := kit.ValidateMember(group, id); err != nil {
 		return nil, err
 	}
 	if ttl.Milliseconds() < 1 {
@@ -65,8 +65,4 @@ func memberIDs(cmd *redis.Cmd) ([]string, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
-}
-
-func validMember(group, id string) error {
-	return kit.ValidateMember(group, id)
 }

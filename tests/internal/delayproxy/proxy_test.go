@@ -37,19 +37,25 @@ func echoServer(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-func TestRoundTripIsDelayedBothWays(t *testing.T) {
-	const delay = 20 * time.Millisecond
+// dialEcho connects to an echo server through a proxy delaying each way
+// by delay; both are closed when the test ends.
+func dialEcho(t *testing.T, delay time.Duration) (net.Conn, *bufio.Reader) {
+	t.Helper()
 	p, err := delayproxy.Start(echoServer(t), delay)
 	require.NoError(t, err)
-	defer p.Close()
-
+	t.Cleanup(func() { _ = p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	require.NoError(t, err)
-	defer c.Close()
-	r := bufio.NewReader(c)
+	t.Cleanup(func() { _ = c.Close() })
+	return c, bufio.NewReader(c)
+}
+
+func TestRoundTripIsDelayedBothWays(t *testing.T) {
+	const delay = 20 * time.Millisecond
+	c, r := dialEcho(t, delay)
 	for _, msg := range []string{"first\n", "second line\n"} {
 		start := time.Now()
-		_, err = io.WriteString(c, msg)
+		_, err := io.WriteString(c, msg)
 		require.NoError(t, err)
 		got, err := r.ReadString('\n')
 		require.NoError(t, err)
@@ -62,17 +68,10 @@ func TestRoundTripIsDelayedBothWays(t *testing.T) {
 // back in far less than ten round trips.
 func TestPipelinedChunksOverlapTheirDelays(t *testing.T) {
 	const delay = 100 * time.Millisecond
-	p, err := delayproxy.Start(echoServer(t), delay)
-	require.NoError(t, err)
-	defer p.Close()
-
-	c, err := net.Dial("tcp", p.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	r := bufio.NewReader(c)
+	c, r := dialEcho(t, delay)
 	start := time.Now()
 	for range 10 {
-		_, err = io.WriteString(c, "x\n")
+		_, err := io.WriteString(c, "x\n")
 		require.NoError(t, err)
 		time.Sleep(time.Millisecond) // separate chunks, not one write
 	}
