@@ -29,16 +29,18 @@
 // # Fencing
 //
 // Each server keeps a durable counter per name, advanced in the same round
-// trip as a grant to max(its value + 1, the server's time in µs). The
-// token is the largest counter of the granting majority, written back to
-// the servers of that majority that had less (an extra round trip only
-// when the counters disagree). Any two majorities share a server, so while
-// that server keeps its counter a later grant gets a larger token. A
-// server that lost its counter starts again from its clock, and the
-// young-server guard below keeps it out of majorities for a TTL after: so
-// tokens keep increasing whichever servers lost their counters, as long as
-// the servers' clocks differ by less than the guard (TTL). Counter keys are
-// small and never expire.
+// trip as a grant to max(its value + 1, the server's time in µs rounded up
+// to a quantum: an eighth of the guard, at most a second). The token is
+// the largest counter of the granting majority, written back to the
+// servers of that majority that had less. That extra round trip is rare:
+// counters that agree advance to the same value on servers whose clocks
+// read the same quantum. Any two majorities share a server, so while that
+// server keeps its counter a later grant gets a larger token. A server
+// that lost its counter starts again from its clock, and the young-server
+// guard below keeps it out of majorities for a TTL after: so tokens keep
+// increasing whichever servers lost their counters, as long as the
+// servers' clocks differ by less than three quarters of the guard (TTL).
+// Counter keys are small and never expire.
 //
 // # Restarts: the young-server guard
 //

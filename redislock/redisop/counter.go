@@ -39,9 +39,10 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 // as awaited, so that its release announces on Channel that it is free (a
 // release of a lock nobody awaits announces nothing).
 //
-// The counter advances to max(its value + 1, the server time in µs), so it
-// starts again above its old values after the server lost it, provided the
-// server's clock has moved on. guard > 0 is the young-server guard: a
+// The counter advances to max(its value + 1, the server time in µs rounded
+// up to a multiple of counterQuantum(guard)), so it starts again above its
+// old values after the server lost it, provided the server's clock has
+// moved on by more than the quantum. guard > 0 is the young-server guard: a
 // server whose boot marker (BootKey) is absent writes it, and for guard
 // after that Result.Young says how long its grants must not count yet, as
 // grants it lost with its data may still be believed held until then.
@@ -57,14 +58,14 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 		// The mutex script bumps the counter itself: one script call.
 		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
 		keys = append(keys, c.counterKey(l), c.BootKey())
-		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds())...))
+		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds(), counterQuantum(guard))...))
 	}
 	kind := "key"
 	if l.Kind == KindRead || l.Kind == KindSemaphore {
 		kind = "zset"
 	}
 	bump := func(int) (script, []string, []any) {
-		return scriptCounterBump, []string{c.Key(l), c.counterKey(l), c.BootKey()}, []any{owner, kind, guard.Milliseconds()}
+		return scriptCounterBump, []string{c.Key(l), c.counterKey(l), c.BootKey()}, []any{owner, kind, guard.Milliseconds(), counterQuantum(guard)}
 	}
 	cmds := c.pipelined(ctx, 2, func(i int) (script, []string, []any) {
 		if i == 0 {
@@ -90,6 +91,24 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	}
 	res.Token, res.Young = uint64(n), young
 	return res, nil
+}
+
+// counterQuantum returns the step, in µs, to which AcquireCounted rounds
+// the server time it advances a counter to: an eighth of guard, at most a
+// second, and a second when guard is 0. Servers whose counters agree then
+// advance them to the same value unless their clocks fall on two sides of
+// a quantum's boundary, so the algorithm over them rarely has counters to
+// reconcile; and a server that lost its counter is still above every value
+// handed out before once a guard has passed, provided the servers' clocks
+// differ by less than three quarters of the guard (a counter runs at most
+// two quanta ahead of its server's clock: one for the rounding, one for
+// the increments of a busy name within a quantum).
+func counterQuantum(guard time.Duration) int64 {
+	q := time.Second
+	if guard > 0 {
+		q = min(q, guard/8)
+	}
+	return max(q.Microseconds(), 1)
 }
 
 // bumped reads counter_bump.lua's reply: the counter and the time the

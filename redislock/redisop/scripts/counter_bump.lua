@@ -5,7 +5,8 @@
 -- marker for the young-server guard.
 -- KEYS[1] the grant's key, KEYS[2] counter key, KEYS[3] boot marker
 -- ARGV[1] owner, ARGV[2] 'zset' when KEYS[1] is a sorted set of holders,
--- ARGV[3] the young-server guard in ms (see young in lib.lua)
+-- ARGV[3] the young-server guard in ms (see young in lib.lua), ARGV[4] the
+-- counter's time quantum in µs (see bump in lib.lua)
 -- Returns {the new counter value, or 0 when owner does not hold the grant;
 -- the ms this server is still young}.
 local us, ms = now()
@@ -20,4 +21,4 @@ else
     return {0, left}
   end
 end
-return {bump(KEYS[2], us), left}
+return {bump(KEYS[2], us, ARGV[4]), left}

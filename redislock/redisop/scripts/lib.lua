@@ -12,11 +12,18 @@ local function now()
 end
 
 -- bump advances a durable counter (no TTL) and returns its new value: the
--- server time in microseconds, or the last value + 1 when that is larger.
--- A counter lost with the data set therefore starts again above every value
--- it handed out before, as long as the server's clock has moved on by more
--- than it stepped back; a counter kept never goes back, whatever the clock.
-local function bump(key, us)
+-- server time in microseconds, rounded up to a multiple of quantum µs when
+-- quantum is given, or the last value + 1 when that is larger. A counter
+-- lost with the data set therefore starts again above every value it
+-- handed out before, as long as the server's clock has moved on by more
+-- than it stepped back plus a quantum; a counter kept never goes back,
+-- whatever the clock. Servers whose counters agree and whose clocks read
+-- the same quantum advance them to the same value.
+local function bump(key, us, quantum)
+  quantum = tonumber(quantum) or 1
+  if quantum > 1 then
+    us = math.ceil(us / quantum) * quantum
+  end
   local n = tonumber(redis.call('GET', key) or '0')
   if n < us then
     n = us

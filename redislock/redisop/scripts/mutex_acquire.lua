@@ -12,6 +12,7 @@
 -- queue, so a release without waiters is a GET and a DEL, and the token of
 -- a grant handed over by a release is kept with it.
 -- ARGV[5] (with KEYS[6]) the young-server guard in ms (see young in lib.lua)
+-- and ARGV[6] the counter's time quantum in µs (see bump in lib.lua)
 -- Returns {1, token} when granted, {0, holder's remaining ms} when held;
 -- with KEYS[6], a third element: the ms this server is still young. A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
@@ -31,7 +32,7 @@ if not holder then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
   end
   if KEYS[5] then
-    local n = bump(KEYS[5], us)
+    local n = bump(KEYS[5], us, ARGV[6])
     if n ~= us then
       redis.call('SET', KEYS[1], mine .. string.format('%.0f', n), 'KEEPTTL')
     end
@@ -57,7 +58,7 @@ if string.sub(holder, 1, #mine) == mine then
     if n > 0 then
       return {1, n, left}
     end
-    return {1, bump(KEYS[5], us), left}
+    return {1, bump(KEYS[5], us, ARGV[6]), left}
   end
   return {1, tonumber(string.match(holder, ':(%d+)'))}
 end
