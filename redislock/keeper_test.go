@@ -16,7 +16,9 @@ import (
 )
 
 // roundTrips counts what a client sends: single commands, and pipelines
-// with the commands in them.
+// with the commands in them. The handshake of a new connection (HELLO,
+// CLIENT SETINFO), which the driver runs through the same hook, is not
+// counted: the pool opens connections as concurrent pipelines need them.
 type roundTrips struct {
 	single, pipelines, piped atomic.Int64
 }
@@ -25,7 +27,11 @@ func (c *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 func (c *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.single.Add(1)
+		switch cmd.Name() {
+		case "hello", "client", "auth", "select":
+		default:
+			c.single.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
