@@ -22,24 +22,28 @@
 // server). The handle is lost when a majority says the grant is gone, or
 // when the trust window (last successful extension start + TTL − drift
 // margin) closes without a majority extension. Release deletes the grant on
-// every server and returns once all answered, or a majority confirmed and a
-// short grace passed (twice the time the majority took, at least 100 ms),
-// so a paused server delays it by the grace only.
+// every server, each after its acquire reply arrived (a delete sent before
+// could pass a grant still on its way). It returns once a majority
+// confirmed and every server that had answered the acquire answered, or a
+// short grace after the majority (twice the time that took, at least
+// 100 ms), so a paused server delays it by the grace only; the deletes on
+// servers that answered the acquire late finish in the background.
 //
 // # Fencing
 //
 // Each server keeps a durable counter per name, advanced in the same round
 // trip as a grant to max(its value + 1, the server's time in µs rounded up
-// to a quantum: an eighth of the guard, at most a second). The token is
-// the largest counter of the granting majority, written back to the
-// servers of that majority that had less. That extra round trip is rare:
-// counters that agree advance to the same value on servers whose clocks
-// read the same quantum. Any two majorities share a server, so while that
-// server keeps its counter a later grant gets a larger token. A server
-// that lost its counter starts again from its clock, and the young-server
-// guard below keeps it out of majorities for a TTL after: so tokens keep
-// increasing whichever servers lost their counters, as long as the
-// servers' clocks differ by less than three quarters of the guard (TTL).
+// to a quantum: an eighth of the guard, at most a second; the µs without a
+// guard). The token is the largest counter of the granting majority,
+// written back to the servers of that majority that had less. That extra
+// round trip is rare: counters that agree advance to the same value on
+// servers whose clocks read the same quantum. Any two majorities share a
+// server, so while that server keeps its counter a later grant gets a
+// larger token. A server that lost its counter starts again from its
+// clock, and the young-server guard below keeps it out of majorities for a
+// TTL after: so tokens keep increasing whichever servers lost their
+// counters, as long as the servers' clocks differ by less than three
+// quarters of the guard (TTL).
 // Counter keys are small and never expire.
 //
 // # Restarts: the young-server guard

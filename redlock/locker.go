@@ -204,18 +204,14 @@ func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally
 	h := p.newHandle(g, token, start, st)
 	p.bg.Add(1)
 	go func() {
-		// A late grant is extended and released with the others, unless
-		// the release started before it landed: the release may have
-		// passed it on its server, so it is released again there.
+		// A late grant is extended and released with the others; a
+		// release that started before it landed is sent to its server
+		// now (stragglers).
 		defer p.bg.Done()
 		defer cancel()
 		for range late {
 			r := <-replies
-			if st.arrived(r.i) && (r.err != nil || r.v.Acquired) {
-				rctx, rcancel := context.WithTimeout(p.bgCtx, kit.CleanupTimeout)
-				_, _ = p.servers[r.i].client.Release(rctx, g)
-				rcancel()
-			}
+			st.arrived(r.i, r.err != nil || r.v.Acquired)
 		}
 	}()
 	return h
@@ -347,31 +343,34 @@ func (p *Provider) subscribe(key string) (<-chan struct{}, func()) {
 }
 
 // stragglers tracks, for a grant decided before every server answered,
-// which servers' acquire replies have arrived, against the start of its
-// release. A release sent after a server's reply arrived ran after the
-// grant there; one sent before may have run first and found nothing, and
-// the grant landing after it is released again when its reply comes.
+// which servers' acquire replies have arrived. A release is sent to a
+// server only after its acquire reply arrived, so that it runs after the
+// grant there: a release sent before could pass the grant on its way and
+// find nothing, and the grant would stay until it expired.
 type stragglers struct {
-	mu        sync.Mutex
-	known     []bool
-	releasing bool
+	mu    sync.Mutex
+	known []bool
+	send  func(i int, mayHold bool) // set once the release started
 }
 
-// arrived records server i's late reply and reports whether the release
-// had started by then.
-func (s *stragglers) arrived(i int) bool {
+// arrived records server i's late reply, mayHold saying whether its call
+// may have granted, and passes it to the release when that has started.
+func (s *stragglers) arrived(i int, mayHold bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.known[i] = true
-	return s.releasing
+	send := s.send
+	s.mu.Unlock()
+	if send != nil {
+		send(i, mayHold)
+	}
 }
 
-// release marks the release as started and returns which servers had
-// answered by then: only there does a release that found nothing prove the
-// server free.
-func (s *stragglers) release() []bool {
+// release marks the release as started, with send for the servers whose
+// replies arrive from now on, and returns which servers had answered by
+// then: the release is sent to those at once.
+func (s *stragglers) release(send func(i int, mayHold bool)) []bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.releasing = true
+	s.send = send
 	return slices.Clone(s.known)
 }

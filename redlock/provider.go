@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -247,51 +246,84 @@ func (p *Provider) renew(ctx context.Context, batch []*kit.Lease) []error {
 // that took (at least releaseGrace): on healthy servers a Release is then
 // complete everywhere, so the next TryAcquire of any client is not refused
 // by a delete still in flight, while a paused server delays a Release by
-// the grace only. A server confirms when the release deleted the grant, or
-// found nothing there after the server had answered the acquire (known,
-// nil when all had): a release that overtook a late acquire proves nothing.
-func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, known []bool) error {
-	// One deadline for every server's call; the stragglers keep it after
-	// this returns, and the last of them to finish cancels it.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
-	var left atomic.Int32
-	left.Store(int32(len(p.servers)))
+// the grace only. With st (a grant decided before every server answered),
+// a server whose acquire reply is still due gets its release when the
+// reply arrives, or none when its call did not grant: every release runs
+// after the grant it is for, so a server confirms whether it deleted the
+// grant or found nothing.
+func (p *Provider) releaseAll(ctx context.Context, g redisop.Grant, st *stragglers) error {
+	ctx = context.WithoutCancel(ctx)
 	start := time.Now()
-	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
-		defer func() {
-			if left.Add(-1) == 0 {
-				cancel()
+	replies := make(chan reply[bool], len(p.servers))
+	send := func(i int, mayHold bool) {
+		if !mayHold {
+			replies <- reply[bool]{i: i}
+			return
+		}
+		s := p.servers[i]
+		p.work.run(func() {
+			// Each call has its own deadline: a straggler's starts
+			// when its acquire reply arrives.
+			ctx, cancel := context.WithTimeout(ctx, kit.CleanupTimeout)
+			defer cancel()
+			// The release script announces the lock free when a
+			// waiter marked it awaited (AcquireCounted), and only then.
+			v, err := s.client.Release(ctx, g)
+			if err != nil {
+				err = fmt.Errorf("%s: %w", s.name, err)
 			}
-		}()
-		// The release script announces the lock free when a waiter
-		// marked it awaited (AcquireCounted), and only then.
-		return s.client.Release(ctx, g)
-	})
+			replies <- reply[bool]{i: i, v: v, err: err}
+		})
+	}
+	var known []bool
+	if st != nil {
+		known = st.release(send)
+	}
+	first := make([]bool, len(p.servers)) // the servers sent to at once
+	for i := range p.servers {
+		if first[i] = known == nil || known[i]; first[i] {
+			send(i, true)
+		}
+	}
+	return p.awaitRelease(g, start, first, replies)
+}
+
+// awaitRelease counts the replies of releaseAll's calls (see there). It
+// returns once a majority confirmed and the first servers, those that had
+// answered the acquire when the release started, all answered: the others
+// are too few to keep a majority from the next acquire, and their releases
+// go on in the background.
+func (p *Provider) awaitRelease(g redisop.Grant, start time.Time, first []bool, replies <-chan reply[bool]) error {
 	var errs []error
 	var grace <-chan time.Time
-	confirmed, overtook := 0, 0
+	confirmed, waiting := 0, 0
+	for _, f := range first {
+		if f {
+			waiting++
+		}
+	}
 	for range p.servers {
+		if confirmed >= p.quorum && waiting == 0 {
+			return nil
+		}
 		var r reply[bool]
 		select {
 		case r = <-replies:
 		case <-grace:
 			return nil
 		}
-		switch {
-		case r.err != nil:
-			errs = append(errs, r.err)
-		case r.v || known == nil || known[r.i]:
-			confirmed++
-		default:
-			overtook++
+		if first[r.i] {
+			waiting--
 		}
-		if confirmed >= p.quorum && grace == nil {
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		if confirmed++; confirmed >= p.quorum && grace == nil {
 			grace = time.After(max(2*time.Since(start), releaseGrace))
 		}
 	}
-	if confirmed+overtook >= p.quorum {
-		// Every server answered; the acquires the releases overtook are
-		// released again as they land.
+	if confirmed >= p.quorum {
 		return nil
 	}
 	return kit.Wrap(backend, "release", g.Lock.Name, fmt.Errorf("confirmed by %d of %d servers, %d needed: %w",
@@ -313,11 +345,7 @@ type handle struct {
 func (p *Provider) newHandle(g redisop.Grant, token uint64, start time.Time, st *stragglers) *handle {
 	h := &handle{grant: g}
 	h.BaseHandle = kit.NewHandle(token, func(ctx context.Context) error {
-		var known []bool // nil: every server answered
-		if st != nil {
-			known = st.release()
-		}
-		return p.releaseAll(ctx, g, known)
+		return p.releaseAll(ctx, g, st)
 	})
 	p.keeper.Keep(h.BaseHandle, start, g)
 	return h

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +219,38 @@ func TestFencingAcrossDisagreeingCounters(t *testing.T) {
 		last = h.FencingToken()
 		require.NoError(t, h.Release(ctx))
 	}
+}
+
+// TestLateGrantReleasedWhenItLands: with one server of three paused during
+// an acquire, the majority decides without it and Release does not wait
+// for it; once it resumes, its grant lands, and the release sent when its
+// reply arrived deletes it there, long before the grant would expire.
+func TestLateGrantReleasedWhenItLands(t *testing.T) {
+	procs, clients := ownServers(t, 3)
+	p := newProvider(t, clients, redlock.WithTTL(time.Minute), redlock.WithMinValidity(30*time.Second))
+	ctx := context.Background()
+	procs[2].pause()
+	h, err := p.Mutex(uniqueName(t)).TryAcquire(ctx)
+	if err != nil {
+		procs[2].resume()
+		t.Fatal(err)
+	}
+	c, err := redisop.NewClient(clients[0], redlock.DefaultPrefix)
+	require.NoError(t, err)
+	key := c.Key(redlock.GrantOf(h).Lock)
+	counter := strings.TrimSuffix(key, "mutex") + "counter"
+	released := make(chan error, 1)
+	go func() { released <- h.Release(ctx) }()
+	select {
+	case err := <-released:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Release waited for the paused server")
+	}
+	procs[2].resume()
+	late := clients[2]
+	require.Eventually(t, func() bool { return late.Exists(ctx, counter).Val() == 1 },
+		20*time.Second, time.Millisecond, "the paused server's acquire did not land after it resumed")
+	require.Eventually(t, func() bool { return late.Exists(ctx, key).Val() == 0 },
+		20*time.Second, time.Millisecond, "the late grant was not released (its TTL is a minute)")
 }

@@ -95,20 +95,22 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 
 // counterQuantum returns the step, in µs, to which AcquireCounted rounds
 // the server time it advances a counter to: an eighth of guard, at most a
-// second, and a second when guard is 0. Servers whose counters agree then
-// advance them to the same value unless their clocks fall on two sides of
-// a quantum's boundary, so the algorithm over them rarely has counters to
-// reconcile; and a server that lost its counter is still above every value
-// handed out before once a guard has passed, provided the servers' clocks
-// differ by less than three quarters of the guard (a counter runs at most
-// two quanta ahead of its server's clock: one for the rounding, one for
-// the increments of a busy name within a quantum).
+// second. Servers whose counters agree then advance them to the same value
+// unless their clocks fall on two sides of a quantum's boundary, so the
+// algorithm over them rarely has counters to reconcile; and a server that
+// lost its counter is still above every value handed out before once a
+// guard has passed, provided the servers' clocks differ by less than three
+// quarters of the guard (a counter runs at most two quanta ahead of its
+// server's clock: one for the rounding, one for the increments of a busy
+// name within a quantum). Without a guard nothing keeps a server that lost
+// its counter out of majorities, and the counter follows the clock to the
+// µs, so that a grant it makes is still above the ones before by the time
+// that passed.
 func counterQuantum(guard time.Duration) int64 {
-	q := time.Second
-	if guard > 0 {
-		q = min(q, guard/8)
+	if guard <= 0 {
+		return 1
 	}
-	return max(q.Microseconds(), 1)
+	return max(min(guard/8, time.Second).Microseconds(), 1)
 }
 
 // bumped reads counter_bump.lua's reply: the counter and the time the
