@@ -83,9 +83,7 @@ func testAcquireTimeout(t *testing.T, s *suite, l lockerFunc) {
 	mustTry(t, l(t, 0, name))
 	ctx, cancel := context.WithTimeout(bg(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	h, err := l(t, 1, name).Acquire(ctx)
-	took := time.Since(start)
 	if err == nil {
 		_ = h.Release(bg())
 		t.Fatal("Acquire succeeded on a held lock")
@@ -93,10 +91,9 @@ func testAcquireTimeout(t *testing.T, s *suite, l lockerFunc) {
 	if !errors.Is(err, core.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want one matching ErrNotAcquired and context.DeadlineExceeded", err)
 	}
-	// The contract: a 200 ms deadline returns within 500 ms.
-	if took > 500*time.Millisecond {
-		t.Fatalf("Acquire with a 200ms deadline returned after %v, want ≤ 500ms", took)
-	}
+	// How promptly it returns is the Deadline case's to judge: it compares
+	// medians with a busy attempt's time measured in the same run, which
+	// one try against a fixed bound cannot do on a loaded machine.
 }
 
 func testCancelledContext(t *testing.T, s *suite, l lockerFunc) {
