@@ -239,7 +239,7 @@ func TestCountersAgreeAcrossServers(t *testing.T) {
 			var tokens [2]uint64
 			for i, c := range cs {
 				owner := NewOwner()
-				res, err := c.AcquireCounted(ctx, l, owner, time.Second, 0, time.Second)
+				res, err := c.AcquireCounted(ctx, l, owner, time.Second, 0, 8*time.Second) // a quantum of 1 s
 				require.NoError(t, err, kind.String())
 				require.True(t, res.Acquired, kind.String())
 				tokens[i] = res.Token
