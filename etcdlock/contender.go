@@ -3,6 +3,7 @@ package etcdlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,20 +20,25 @@ import (
 // ahead only go, what it knows errs on the side of more keys, and it is
 // admitted as soon as what it knows admits it.
 //
-// An exclusive or shared contender waits for the one key right ahead of it
-// in its scope (the blocker): the deletion of any other key changes
-// nothing for it, so a release wakes only the contender right behind it.
-// When the blocker goes it is admitted without a read if the blocker was
-// the only key ahead, or if the blocker was a grant of this Provider's
-// exclusive role (its grant proves that nothing was ahead of it, and the
-// release says so to the contender directly, before the watch does).
-// Otherwise it reads the queue again (one round trip) and waits for the
-// next key ahead.
+// A read names the newest keys ahead of the contender in its scope, with
+// their create revisions, and counts the others; the first deletion of a
+// named key after its creation is that key's (a name is written again
+// only once its key is gone), and crosses it off. A mutex's or writer's
+// contender is admitted when no key is left ahead, a reader's when no
+// writer's is, a slot's when fewer than max are. So the release that
+// unblocks a contender admits it without a request, whichever key it
+// released, and wakes no other wait: each deletion reaches every
+// contender of the Provider that waits for the lock, but it wakes only
+// those it admits. When the keys left unnamed could decide (a line longer
+// than a read names), the contender reads the queue again (one round
+// trip), naming them all.
 //
-// A slot contender is admitted by any release among the keys ahead, so it
-// counts the deletions of keys ahead of it: every release of the semaphore
-// reaches each of its waiting contenders, and none of them makes a request
-// until it is admitted.
+// The newest key left on the list is the one right ahead of the contender:
+// every newer key ahead was named too, and has been crossed off.
+// When it is a grant of this Provider's exclusive role, its release says
+// so to the contender directly, before its delete is sent
+// (Provider.cleared): the grant proved that nothing was ahead of it, so
+// nothing is left ahead of the contender either.
 type contender struct {
 	q    *queue
 	r    role
@@ -41,39 +47,41 @@ type contender struct {
 	news chan struct{} // wakes the wait (kit.Wait) when something changed
 
 	mu      sync.Mutex
-	blocker string // exclusive, shared: the key right ahead, "" when none
-	bRev    int64  // the blocker's create revision (names are reused)
-	only    bool   // exclusive, shared: no other key was ahead of the blocker
-	ahead   int64  // slot: how many keys are ahead
-	seen    int64  // slot: the revision of the last deletion counted, or of the read
-	gone    bool   // the blocker was deleted
-	cleared bool   // ... by the release of a local exclusive grant
-	changed bool   // something was heard since the last look
-	broken  bool   // the watch ended: only a read can tell what is ahead
-	reading bool   // a read is in flight: what is heard waits in pending
+	ahead   []aheadKey // the keys ahead named by the read and not deleted since, oldest first
+	unnamed int64      // how many keys ahead the read counted but did not name
+	cleared bool       // the key right ahead is a local exclusive grant being released
+	changed bool       // something was heard since the last look
+	broken  bool       // the watch ended: only a read can tell what is ahead
+	reading bool       // a read is in flight: what is heard waits in pending
 	pending []deletion
 }
 
-// seeLocked records a read, at revision rev, of the keys ahead: kvs,
-// newest first, are the first of n keys. The deletions heard while the
-// read was in flight are applied on top: those it already reflects change
-// nothing (a slot contender counts only deletions after rev, and a key the
-// read did not find is nobody's blocker); c.mu is held.
-func (c *contender) seeLocked(kvs []*mvccpb.KeyValue, n, rev int64) {
-	c.blocker, c.bRev, c.only, c.ahead, c.seen = "", 0, false, n, rev
-	c.gone, c.cleared, c.broken = false, false, false
-	if c.r != slot && len(kvs) > 0 {
-		c.blocker, c.bRev = string(kvs[0].Key), kvs[0].CreateRevision
-		c.only = len(kvs) == 1
+// aheadKey is a key ahead of a contender: its name and create revision.
+type aheadKey struct {
+	key string
+	rev int64
+}
+
+// seeLocked records a read of the keys ahead: kvs, newest first, are the
+// first of n keys. The deletions heard while the read was in flight are
+// applied on top: one the read already reflects crosses off nothing,
+// since a name the read found was written after that deletion; c.mu is
+// held.
+func (c *contender) seeLocked(kvs []*mvccpb.KeyValue, n int64) {
+	c.ahead = c.ahead[:0]
+	for _, kv := range slices.Backward(kvs) {
+		c.ahead = append(c.ahead, aheadKey{string(kv.Key), kv.CreateRevision})
 	}
+	c.unnamed = n - int64(len(kvs))
+	c.cleared, c.broken = false, false
 	for _, d := range c.pending {
 		c.applyLocked(d)
 	}
 	c.reading, c.pending = false, nil
 }
 
-// hear takes in a deletion under c's lock, and wakes the wait if it
-// matters to c.
+// hear takes in a deletion under c's lock, and wakes the wait if it admits
+// c or calls for a read.
 func (c *contender) hear(d deletion) {
 	c.mu.Lock()
 	if c.reading {
@@ -88,46 +96,51 @@ func (c *contender) hear(d deletion) {
 	}
 }
 
-// applyLocked applies d and reports whether it mattered; c.mu is held. A
-// slot contender counts each deletion once: deletions reach it in revision
-// order, a restarted watch replaying some of them again.
+// applyLocked applies d and reports whether the wait must look again: d
+// admitted c, or left it needing a read; c.mu is held.
 func (c *contender) applyLocked(d deletion) bool {
 	switch {
 	case d.broken:
 		c.broken = true
-	case c.r == slot:
-		if d.at <= c.seen {
+		c.changed = true
+		return true
+	case d.cleared:
+		if c.r == slot || len(c.ahead) == 0 || c.ahead[len(c.ahead)-1] != (aheadKey{d.key, d.created}) {
 			return false
 		}
-		c.seen = d.at
-		if d.created == 0 {
-			c.broken = true // the server could not say where the key stood
-		} else if d.created >= c.rev {
-			return false
-		} else {
-			c.ahead--
-		}
-	case d.key == c.blocker && d.at > c.bRev:
-		// The first deletion of the name after the blocker's creation is
-		// the blocker's: the name is written again only after it.
-		c.gone = true
-		c.cleared = c.cleared || d.cleared
+		c.cleared = true
 	default:
-		return false
+		// Keys mostly go oldest first, so the search starts there.
+		i := slices.IndexFunc(c.ahead, func(k aheadKey) bool { return k.key == d.key && k.rev < d.at })
+		if i < 0 {
+			return false // a key behind c, outside its scope, or already crossed off
+		}
+		c.ahead = slices.Delete(c.ahead, i, i+1)
 	}
 	c.changed = true
-	return true
+	return c.admitted() || c.unsure()
 }
 
 // admitted reports whether what c knows admits it; c.mu is held.
 func (c *contender) admitted() bool {
+	left := int64(len(c.ahead)) + c.unnamed
 	switch {
 	case c.r == slot:
-		return c.ahead < int64(c.q.max)
-	case c.blocker == "":
+		return left < int64(c.q.max)
+	case c.cleared:
 		return true
 	}
-	return c.gone && (c.only || c.cleared)
+	return left == 0
+}
+
+// unsure reports whether the keys ahead that the read did not name could
+// admit c: only a read can tell; c.mu is held.
+func (c *contender) unsure() bool {
+	need := 1 // exclusive, shared: admitted when none is left
+	if c.r == slot {
+		need = c.q.max
+	}
+	return c.unnamed > 0 && len(c.ahead) < need
 }
 
 func (c *contender) admittedNow() bool {
@@ -137,23 +150,31 @@ func (c *contender) admittedNow() bool {
 }
 
 // first is the attempt that follows the enqueue: granted, or busy and
-// listening for the deletions after the enqueue.
+// listening for the deletions after the enqueue (and woken at once when
+// only a read can tell).
 func (c *contender) first() (core.Handle, time.Duration, error) {
-	if c.admittedNow() {
+	c.mu.Lock()
+	ok, unsure := c.admitted(), c.unsure()
+	c.mu.Unlock()
+	if ok {
 		return c.grant()
 	}
 	c.q.p.join(c, c.rev)
+	if unsure {
+		wake(c.news)
+	}
 	return nil, 0, c.busy()
 }
 
 // look is each later attempt of a waiting Acquire, after a wake-up or the
 // fallback delay: granted when what c heard admits it; otherwise a read of
-// the queue (one round trip) unless what c knows is exact (a slot's count
-// from an unbroken watch, a blocker still there).
+// the queue (one round trip) unless what c knows decides: the watch is
+// unbroken and was heard since the last look, and the keys the read did
+// not name cannot admit c.
 func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error) {
 	c.mu.Lock()
 	ok := c.admitted()
-	read := c.broken || !c.changed || (c.r != slot && c.gone)
+	read := c.broken || !c.changed || c.unsure()
 	c.changed = false
 	c.mu.Unlock()
 	switch {
@@ -174,23 +195,20 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 	if c.admittedNow() {
 		return c.grant()
 	}
-	c.q.p.join(c, rev) // a watch that broke starts again from the read
+	c.q.p.join(c, rev) // after a watch that broke, a new one starts
 	return nil, 0, c.busy()
 }
 
-// read reads the keys ahead of c again and returns the read's revision.
+// read reads the keys ahead of c again, naming them all, and returns the
+// read's revision.
 func (c *contender) read(ctx context.Context) (int64, error) {
 	c.mu.Lock()
 	c.reading = true
 	c.mu.Unlock()
 	ctx, cancel := c.q.p.ctxFor(ctx)
 	defer cancel()
-	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMaxCreateRev(c.rev - 1),
-		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend)}
-	if c.r != slot {
-		opts = append(opts, clientv3.WithLimit(2))
-	}
-	resp, err := c.q.p.cli.Get(ctx, c.q.scope(c.r), opts...)
+	resp, err := c.q.p.cli.Get(ctx, c.q.scope(c.r), clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithMaxCreateRev(c.rev-1), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortDescend))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
@@ -202,17 +220,21 @@ func (c *contender) read(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	// The response's count ignores WithMaxCreateRev: count what came back.
-	c.seeLocked(resp.Kvs, int64(len(resp.Kvs)), resp.Header.Revision)
+	c.seeLocked(resp.Kvs, int64(len(resp.Kvs)))
 	return resp.Header.Revision, nil
 }
 
 func (c *contender) busy() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.r == slot {
-		return kit.Busy("%d keys ahead, %d slots", c.ahead, c.q.max)
+	left := int64(len(c.ahead)) + c.unnamed
+	switch {
+	case c.r == slot:
+		return kit.Busy("%d keys ahead, %d slots", left, c.q.max)
+	case len(c.ahead) > 0:
+		return kit.Busy("waiting behind %s, %d keys ahead", c.ahead[len(c.ahead)-1].key, left)
 	}
-	return kit.Busy("waiting behind %s", c.blocker)
+	return kit.Busy("%d keys ahead", left)
 }
 
 // grant ends the wait with the handle, unless the handle was lost while it

@@ -39,27 +39,32 @@
 // writes the key only if nothing is ahead, so a busy lock costs one round
 // trip and leaves nothing behind; a semaphore's writes its key and counts
 // the keys ahead in one transaction, and deletes the key again when max
-// are ahead. Acquire writes its key and reads the key right ahead in one
-// transaction. When it must wait, it waits for the deletion of that key,
-// the one it queues behind (for a reader, the last writer ahead); the
-// deletion of any other key changes nothing for it, so a release wakes
-// only the contender right behind it. That contender is admitted without a
-// request when the key was the only one ahead of it, or was a grant of the
-// same Provider; otherwise it reads the queue again (one round trip) and
-// waits for the next key ahead. A waiting semaphore contender counts the
-// deletions ahead of it instead, since any release can admit it; none of
-// the waiters makes a request until it is admitted.
+// are ahead. Acquire writes its key and, in the same transaction, reads
+// the keys ahead of it: it names the newest 32 with their create
+// revisions and counts them all. When it must wait, it crosses off each
+// named key as its deletion arrives (the first deletion of a name after
+// its creation is that key's: a name is written again only once its key
+// is gone), and is admitted when what is left admits it: no key for a
+// mutex or a writer, no writer's for a reader, fewer than max for a
+// semaphore. So the release that unblocks a contender admits it without
+// a request, and wakes no other wait. A contender queued behind more keys
+// than its read named reads the queue again (one round trip, naming them
+// all) once the named ones can no longer decide.
 //
 // A Provider hears the deletions through one etcd watch per lock it waits
-// for, shared by its waits for that lock: it starts from the revision of
-// the earliest read it serves, so nothing between a read and the watch
-// goes unseen, replays its latest deletions to a wait that joins it late,
-// and stops a second after the last wait. Each release thus reaches each
-// Provider that waits for the lock once, whatever the number of its
-// waits. The release of a grant tells the contender of the same Provider
-// right behind it at once, before its delete is even sent: the grant
-// proved that nothing was ahead of it, and every other contender is behind
-// that one, so no one else can be admitted meanwhile. A wait that hears
+// for, shared by its waits for that lock. It watches from the time it
+// starts: etcd hands a watch that starts in the past its events only at
+// its next catch-up round (every 100 ms), which would hold up the whole
+// line behind the wait. So once the server confirms the watch, a wait
+// whose read is older reads the queue again (one round trip), and nothing
+// between a read and the watch goes unseen. The watch replays its latest
+// deletions to a wait that joins it late, and stops a second after the
+// last wait. Each release thus reaches each Provider that waits for the
+// lock once, whatever the number of its waits. The release of a grant
+// tells the contender of the same Provider right behind it at once,
+// before its delete is even sent: the grant proved that nothing was ahead
+// of it, and every other contender is behind that one, so no one else can
+// be admitted meanwhile. A wait that hears
 // nothing reads the queue again, first after 0.5 to 1 s, then at growing
 // intervals up to 10 s, which only bounds what a stalled watch could cost;
 // a read that fails is tried again within a second.
@@ -118,15 +123,16 @@
 //
 // TryAcquire and Release: one round trip each (a busy semaphore's
 // TryAcquire, two). Acquire: one round trip, then waiting that costs no
-// request when the key ahead was the only one or its own Provider's grant,
-// one read per handover otherwise; one watch per lock and Provider while
-// it waits. Keep-alive: one round trip per TTL/3 per Provider,
-// however many locks it holds. etcd's index keeps every name a key range
-// has held until the next compaction, and each transaction on a lock walks
-// the names of its range; a Provider reuses the names of its deleted keys,
-// so a lock's range stays near the peak number of its contenders, but run
-// etcd with auto-compaction (as every deployment should) so that other
-// clients' keys do not pile up.
+// request, but for one read when the Provider's watch of the lock starts
+// after the queue changed, and behind more than 32 keys, one once those
+// named are gone; one watch per lock and Provider while it waits.
+// Keep-alive: one round trip per TTL/3 per Provider, however many locks
+// it holds. etcd's index keeps every name a key range has held until the
+// next compaction, and each transaction on a lock walks the names of its
+// range; a Provider reuses the names of its deleted keys, so a lock's
+// range stays near the peak number of its contenders, but run etcd with
+// auto-compaction (as every deployment should) so that other clients'
+// keys do not pile up.
 //
 // # Membership
 //

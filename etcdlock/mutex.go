@@ -12,13 +12,12 @@ import (
 //
 // Its keys live under "<prefix>m/<kit.SafeName(name)>/". TryAcquire is one
 // transaction that writes a key only if the lock has none (one round trip,
-// nothing left behind when busy). Acquire writes its key and reads the key
-// right ahead in one transaction; when it must wait, it watches that key's
-// deletion and is granted, in arrival order, when the keys ahead are gone:
-// a release costs the next contender no request when the key it released
-// was the only one ahead or a grant of the same Provider, one read
-// otherwise. The fencing token is the key's create revision. Release is
-// one delete. The Locker implements core.Inspector.
+// nothing left behind when busy). Acquire writes its key and reads the
+// keys ahead in one transaction; when it must wait, it watches their
+// deletions and is granted, in arrival order, when they are gone: a
+// release costs the next contender no request. The fencing token is the
+// key's create revision. Release is one delete. The Locker implements
+// core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))

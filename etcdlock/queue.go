@@ -147,17 +147,19 @@ func busy(r role, kvs []*mvccpb.KeyValue) error {
 	return kit.Busy("held by %s (token %d)", kvs[0].Value, kvs[0].CreateRevision)
 }
 
+// named is how many of the keys ahead of it an enqueue names: a
+// contender behind more reads the queue again once those named cannot
+// decide.
+const named = 32
+
 // enqueue writes a new key of role r and reads the keys ahead of it, in
-// one transaction: one round trip. The read is newest first and limited:
-// the contender needs the key right ahead and whether there is another
-// (exclusive, shared), or how many there are (slot; the response's count).
-func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*contender, error) {
-	limit := int64(3) // the own key, the key right ahead, and whether there is another
-	switch r {
-	case shared:
-		limit = 2 // the own key is outside a reader's scope
-	case slot:
-		limit = 1
+// one transaction: one round trip. The read is newest first: it names up
+// to upTo keys ahead (the contender crosses them off as they go) and
+// counts them all (the response's count, which the limit does not cut).
+func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}, upTo int64) (*contender, error) {
+	limit := upTo
+	if r != shared {
+		limit++ // the own key is in the scope, and newest
 	}
 	key, s, resp, err := q.put(ctx, r, func(ctx context.Context, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
 		return q.p.cli.Txn(ctx).If(q.p.unvoided(key)).Then(
@@ -186,7 +188,7 @@ func (q *queue) enqueue(ctx context.Context, r role, news chan struct{}) (*conte
 		kvs, n = kvs[1:], n-1
 	}
 	c.mu.Lock()
-	c.seeLocked(kvs, n, rev)
+	c.seeLocked(kvs, n)
 	c.mu.Unlock()
 	return c, nil
 }
@@ -201,7 +203,7 @@ func (q *queue) tryAcquire(ctx context.Context, r role) (core.Handle, error) {
 	if r != slot {
 		return q.take(ctx, r)
 	}
-	c, err := q.enqueue(ctx, r, nil)
+	c, err := q.enqueue(ctx, r, nil, 0) // the count decides
 	if err != nil {
 		return nil, q.failed(ctx, err)
 	}
@@ -244,7 +246,7 @@ func (q *queue) acquire(ctx context.Context, r role) (core.Handle, error) {
 			return c.look(ctx)
 		}
 		var err error
-		if c, err = q.enqueue(ctx, r, news); err != nil {
+		if c, err = q.enqueue(ctx, r, news, named); err != nil {
 			return nil, 0, err
 		}
 		stopLost = context.AfterFunc(c.h.Context(), func() { wake(news) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,9 +77,20 @@ func (c *rangeCounter) intercept(ctx context.Context, method string, req, reply 
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-// A release wakes only the contender right behind it: with a line of
-// waiters in separate Providers, each handover costs the next waiter at
-// most one read, and the waiters further back none.
+// countingClient returns a client that counts its KV Range calls in c,
+// closed by t.Cleanup.
+func countingClient(t *testing.T, c *rangeCounter) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// A release wakes only the contender it unblocks, and admits it without a
+// request: with a line of waiters in separate Providers, no waiter reads
+// the queue, neither the one granted nor those further back.
 func TestNoHerd(t *testing.T) {
 	const n = 6
 	ctx := ctxT(t, 60*time.Second)
@@ -90,38 +102,133 @@ func TestNoHerd(t *testing.T) {
 	prefix := holder.queue(name, mutexKind, 1).prefix
 	counters := make([]*rangeCounter, n)
 	ws := make([]waiter, n)
+	ps := make([]*Provider, n)
 	for i := range n {
 		counters[i] = &rangeCounter{}
-		wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
-			DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(counters[i].intercept)}})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = wcli.Close() })
-		p := newProviderOn(t, wcli)
-		p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
-		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), p.Mutex(name))
+		ps[i] = newProviderOn(t, countingClient(t, counters[i]))
+		ps[i].recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), ps[i].Mutex(name))
 	}
-	reads := func() []int64 {
-		out := make([]int64, n)
-		for i, c := range counters {
-			out[i] = c.n.Load()
-		}
-		return out
+	before := make([]int64, n)
+	for i, p := range ps {
+		requireSettled(t, p, prefix)
+		before[i] = counters[i].n.Load()
 	}
-	before := reads()
 	require.NoError(t, h.Release(ctx))
 	for i, w := range ws {
 		g := locktest.Receive(t, w.got, w.errc)
-		after := reads()
-		for j := i + 1; j < n; j++ {
-			assert.Equal(t, before[j], after[j], "waiter %d read the queue when %d was granted", j, i)
-		}
-		if i == 0 {
-			assert.Equal(t, before[0], after[0], "the first waiter, right behind the holder, needs no read")
-		} else {
-			assert.LessOrEqual(t, after[i]-before[i], int64(1), "waiter %d", i)
+		for j, c := range counters {
+			assert.Equal(t, before[j], c.n.Load(), "waiter %d read the queue by the time %d was granted", j, i)
 		}
 		require.NoError(t, g.Release(ctx))
 	}
+}
+
+// One revision may delete several keys ahead of a waiter (a revoked or
+// expired lease takes all its keys at once): the waiter counts each of
+// them, and the deletion admits it without a read.
+func TestSeveralDeletedAtOnce(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	name := lockName(t)
+	cli := connect(t, endpoints(t))
+	readers := newProvider(t)
+	for range 2 {
+		_, err := readers.RWMutex(name).RLocker().TryAcquire(ctx)
+		require.NoError(t, err)
+	}
+	counter := &rangeCounter{}
+	p := newProviderOn(t, countingClient(t, counter))
+	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+	prefix := p.queue(name, rwKind, 1).prefix
+	w := enqueue(t, ctx, cli, prefix, 3, "writer", p.RWMutex(name))
+	requireSettled(t, p, prefix)
+	before := counter.n.Load()
+	readers.lmu.Lock()
+	lease := readers.sess.id
+	readers.lmu.Unlock()
+	_, err := cli.Revoke(ctx, lease)
+	require.NoError(t, err)
+	g := locktest.Receive(t, w.got, w.errc)
+	assert.Equal(t, before, counter.n.Load(), "the writer read the queue")
+	require.NoError(t, g.Release(ctx))
+}
+
+// gatedStream holds what a client stream sends until gate closes.
+type gatedStream struct {
+	grpc.ClientStream
+	gate <-chan struct{}
+}
+
+func (s *gatedStream) SendMsg(m any) error {
+	<-s.gate
+	return s.ClientStream.SendMsg(m)
+}
+
+// A deletion between a contender's read and the start of its Provider's
+// watch is not missed: the watch starts from the present, and the
+// contender, whose read is older, reads the queue again.
+func TestDeletedBeforeWatch(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	name := lockName(t)
+	cli := connect(t, endpoints(t))
+	holder := newProvider(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	gate := make(chan struct{})
+	var open sync.Once
+	watches := func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		cs, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil || !strings.HasSuffix(method, "/Watch") {
+			return cs, err
+		}
+		return &gatedStream{cs, gate}, nil
+	}
+	wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(watches)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wcli.Close() })
+	p := newProviderOn(t, wcli)
+	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+	t.Cleanup(func() { open.Do(func() { close(gate) }) })   // before p.Close, which waits for its watches
+	prefix := p.queue(name, mutexKind, 1).prefix
+	w := enqueue(t, ctx, cli, prefix, 2, "waiter", p.Mutex(name))
+	require.NoError(t, h.Release(ctx)) // while the waiter's watch cannot start
+	requireQueued(t, cli, prefix, 1)
+	open.Do(func() { close(gate) })
+	g := locktest.Receive(t, w.got, w.errc)
+	require.NoError(t, g.Release(ctx))
+}
+
+// A contender behind more keys than its enqueue named reads the queue once
+// the named ones are gone (the unnamed may be gone too, or not), and is
+// granted in its turn.
+func TestLongLine(t *testing.T) {
+	ctx := ctxT(t, 60*time.Second)
+	name := lockName(t)
+	cli := connect(t, endpoints(t))
+	line := newProvider(t)
+	prefix := line.queue(name, mutexKind, 1).prefix
+	h, err := line.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	ws := make([]waiter, named)
+	for i := range ws {
+		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), line.Mutex(name))
+	}
+	counter := &rangeCounter{}
+	p := newProviderOn(t, countingClient(t, counter))
+	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+	last := enqueue(t, ctx, cli, prefix, named+2, "last", p.Mutex(name))
+	requireSettled(t, p, prefix)
+	before := counter.n.Load()
+	require.NoError(t, h.Release(ctx))
+	for _, w := range ws {
+		g := locktest.Receive(t, w.got, w.errc)
+		requireWaiting(t, last)
+		require.NoError(t, g.Release(ctx))
+	}
+	g := locktest.Receive(t, last.got, last.errc)
+	assert.Equal(t, before+1, counter.n.Load(), "reads of the contender behind the line")
+	require.NoError(t, g.Release(ctx))
 }
 
 // Readers wait only for the writers ahead of them; a writer waits for
@@ -183,6 +290,31 @@ func TestSemaphoreFIFO(t *testing.T) {
 	assert.Greater(t, gc.FencingToken(), gb.FencingToken())
 	require.NoError(t, gb.Release(ctx))
 	require.NoError(t, gc.Release(ctx))
+}
+
+// requireSettled waits until p's watch of the lock under prefix is
+// confirmed and none of its waits has a read to make or in flight (the
+// read that follows a watch's start, when the queue changed meanwhile):
+// what they learn from then on comes from the watch alone.
+func requireSettled(t *testing.T, p *Provider, prefix string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		p.bmu.Lock()
+		defer p.bmu.Unlock()
+		w := p.watches[prefix]
+		if w == nil || w.from == 0 {
+			return false
+		}
+		for c := range w.cs {
+			c.mu.Lock()
+			busy := c.broken || c.reading
+			c.mu.Unlock()
+			if busy {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the watch of %s", prefix)
 }
 
 // requireWaiting fails when one of ws was granted; a grant that comes

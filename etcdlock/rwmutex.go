@@ -13,8 +13,8 @@ import (
 // arrival (create revision) order. A writer is admitted when no key is
 // ahead of it; a reader when no writer's key is ahead of it, so a waiting
 // writer keeps later readers out (writer preference) and readers that
-// arrived before it share the lock. A waiting reader watches the last
-// writer ahead of it; a waiting writer the key right ahead. Costs are a
+// arrived before it share the lock. A waiting reader crosses off the
+// writers ahead of it as they go, a waiting writer every key. Costs are a
 // Mutex's: TryAcquire one round trip, Release one delete. Fencing tokens
 // are create revisions, increasing in grant order across both sides. The
 // write side implements core.Inspector; the read side, which has many

@@ -13,11 +13,11 @@ import (
 // admitted, in arrival order, when fewer than max keys are ahead of it.
 // TryAcquire writes its key and counts the keys ahead in one transaction,
 // and deletes the key again when max are ahead (a second round trip). A
-// waiting Acquire watches the semaphore's keys and counts the releases
-// ahead of it: each release wakes every waiting contender of the
-// semaphore, none of which makes a request until it is admitted. Fencing
-// tokens are create revisions, increasing in grant order. Every user of the
-// name must pass the same max.
+// waiting Acquire watches the semaphore's keys and crosses off the keys
+// ahead of it as they go: a release wakes only the contender it admits,
+// and none makes a request until it is admitted. Fencing tokens are create
+// revisions, increasing in grant order. Every user of the name must pass
+// the same max.
 func (p *Provider) Semaphore(name string, max int) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))

@@ -9,14 +9,20 @@ import (
 )
 
 // watchSpec is what a watch follows: the deletions of key (of every key
-// under it, with prefix) at revision from and later. A watch from a
-// revision replays what happened since, so nothing between the read that
-// chose the key and the start of the watch goes unseen.
+// under it, with prefix) at revision from and later, or from now when from
+// is 0. A watch from a revision replays what happened since, so nothing
+// between the read that chose the key and the start of the watch goes
+// unseen; but etcd hands a watch that starts in the past its events only
+// at its next catch-up round (every 100 ms), new ones included, while a
+// watch from now has them at once.
 type watchSpec struct {
 	key    string
 	prefix bool
 	from   int64
-	prev   bool // the events carry the deleted key's last version (PrevKv)
+	// created, if set, is called once the server confirmed the watch, with
+	// the revision it started at: a watch from now hears every deletion
+	// after it.
+	created func(rev int64)
 	// deleted is called for each deletion, in revision order.
 	deleted func(ev *clientv3.Event)
 	// ended is called once if the watch ends before stop: the server
@@ -35,8 +41,8 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 	if w.prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}
-	if w.prev {
-		opts = append(opts, clientv3.WithPrevKV())
+	if w.created != nil {
+		opts = append(opts, clientv3.WithCreatedNotify())
 	}
 	p.spawn(func() {
 		defer cancel()
@@ -55,6 +61,9 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 				}
 				return
 			}
+			if resp.Created {
+				w.created(resp.Header.Revision)
+			}
 			for _, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE {
 					w.deleted(ev)
@@ -69,12 +78,13 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 }
 
 // deletion is a key of a lock deleted at revision at, as a contender hears
-// of it; created is the deleted key's create revision (0 when unknown).
+// of it.
 type deletion struct {
-	key         string
-	created, at int64
-	cleared     bool // the release of an exclusive grant of this Provider
-	broken      bool // not a deletion: the watch ended, read the queue
+	key     string
+	at      int64
+	cleared bool  // not yet deleted: the release of an exclusive grant of this Provider
+	created int64 // cleared: the released key's create revision
+	broken  bool  // not a deletion: the watch ended, read the queue
 }
 
 // Bounds of a lock watch: the deletions it keeps to replay to contenders
@@ -88,37 +98,41 @@ const (
 // lockWatch is this Provider's watch of one lock's keys, shared by its
 // contenders that wait for that lock: one etcd watch per lock and
 // Provider, whatever the number of waits, and each release reaches a
-// Provider once. It keeps its latest deletions to replay to a contender
-// that joins late (its read may be older than deletions already
-// delivered); a contender whose read is older still restarts it from the
-// read.
+// Provider once. It watches from the time it starts, so that it hears
+// deletions as they happen (watchSpec), and keeps its latest deletions to
+// replay to a contender that joins late (its read may be older than
+// deletions already delivered). A contender whose read is older than
+// what the watch can replay, or than the watch itself, reads the queue
+// again.
 type lockWatch struct {
 	prefix string
-	counts bool // its contenders count deletions (a semaphore's): events carry PrevKv
-	cs     map[*contender]struct{}
-	from   int64      // the revision it watches from; 0 while none runs
-	stop   func()     // stops the running watch
-	gen    int        // counts the watches started, to ignore a stopped one
-	recent []deletion // the latest deletions delivered, oldest first
+	cs     map[*contender]int64 // the contenders, and the revision of the read each goes by
+	from   int64                // the first revision the watch hears; 0 until the server confirmed it
+	stop   func()               // stops the running watch; nil when none runs
+	gen    int                  // counts the watches started, to ignore a stopped one
+	recent []deletion           // the latest deletions delivered, oldest first
 	idle   *time.Timer
 }
 
 // join makes sure that c hears every deletion of its lock after revision
-// since: c joins its lock's watch, which replays to c what it delivered
-// after since, or starts again from since when it cannot.
+// since, the revision of the read c goes by: c joins its lock's watch,
+// which replays to c what it delivered after since, or starts if none
+// runs. When the watch cannot tell c everything after since (it started
+// later, or dropped deletions from its replay), c hears that its watch is
+// broken and reads the queue again.
 func (p *Provider) join(c *contender, since int64) {
 	p.bmu.Lock()
 	defer p.bmu.Unlock()
 	w := p.watches[c.q.prefix]
 	if w == nil {
-		w = &lockWatch{prefix: c.q.prefix, counts: c.r == slot, cs: make(map[*contender]struct{})}
+		w = &lockWatch{prefix: c.q.prefix, cs: make(map[*contender]int64)}
 		p.watches[c.q.prefix] = w
 	}
 	if w.idle != nil {
 		w.idle.Stop()
 		w.idle = nil
 	}
-	w.cs[c] = struct{}{}
+	w.cs[c] = since
 	if c.r != slot {
 		// A release that told this lock's waiters before c joined.
 		for _, d := range p.released {
@@ -129,39 +143,55 @@ func (p *Provider) join(c *contender, since int64) {
 	}
 	covered := w.from
 	if len(w.recent) == watchReplay {
-		covered = w.recent[0].at // deletions before it may be gone from recent
+		// Deletions at its oldest revision may be gone from recent.
+		covered = w.recent[0].at + 1
 	}
-	if w.from == 0 || since+1 < covered {
-		p.restart(w, since+1)
-		return
-	}
-	// Under p.bmu, so that the deliveries that follow come after these.
-	for _, d := range w.recent {
-		if d.at > since {
-			c.hear(d)
+	switch {
+	case w.stop == nil:
+		p.start(w)
+	case w.from == 0:
+		// Starting: created tells c whether it must read.
+	case since+1 < covered:
+		c.hear(deletion{broken: true})
+	default:
+		// Under p.bmu, so that the deliveries that follow come after these.
+		for _, d := range w.recent {
+			if d.at > since {
+				c.hear(d)
+			}
 		}
 	}
 }
 
-// restart (re)starts w's watch from revision from; p.bmu is held. The
-// contenders already in w hear some deletions twice; they count them once.
-func (p *Provider) restart(w *lockWatch, from int64) {
-	if w.stop != nil {
-		w.stop()
-	}
+// start starts w's watch from now; p.bmu is held.
+func (p *Provider) start(w *lockWatch) {
 	w.gen++
 	gen := w.gen
-	w.from, w.recent = from, nil
-	w.stop = p.watch(watchSpec{key: w.prefix, prefix: true, from: from, prev: w.counts,
+	w.from, w.recent = 0, nil
+	w.stop = p.watch(watchSpec{key: w.prefix, prefix: true,
+		created: func(rev int64) { p.created(w, gen, rev) },
 		deleted: func(ev *clientv3.Event) {
-			d := deletion{key: string(ev.Kv.Key), at: ev.Kv.ModRevision}
-			if ev.PrevKv != nil {
-				d.created = ev.PrevKv.CreateRevision
-			}
-			p.deliver(w, gen, d)
+			p.deliver(w, gen, deletion{key: string(ev.Kv.Key), at: ev.Kv.ModRevision})
 		},
 		ended: func(int64) { p.deliver(w, gen, deletion{broken: true}) },
 	})
+}
+
+// created records that watch gen of w hears every deletion after revision
+// rev, and has the contenders whose reads are older read the queue again:
+// deletions between their reads and rev went unheard.
+func (p *Provider) created(w *lockWatch, gen int, rev int64) {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	if gen != w.gen {
+		return
+	}
+	w.from = rev + 1
+	for c, since := range w.cs {
+		if since < rev {
+			c.hear(deletion{broken: true})
+		}
+	}
 }
 
 // deliver hands d, heard by watch gen of w, to w's contenders.
@@ -231,9 +261,9 @@ type released struct {
 // contender that has written its key but not yet joined its lock's watch
 // hears it when it joins.
 func (p *Provider) cleared(prefix, key string, created int64) {
-	// Any revision past created marks the blocker's deletion; the
-	// delete's own is not known yet.
-	d := deletion{key: key, created: created, at: created + 1, cleared: true}
+	// The delete's revision is not known yet: a contender knows the key
+	// right ahead by name and create revision.
+	d := deletion{key: key, created: created, cleared: true}
 	p.bmu.Lock()
 	if len(p.released) == releasedMemory {
 		p.released = append(p.released[:0], p.released[1:]...)
