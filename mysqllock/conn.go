@@ -3,7 +3,6 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"net"
@@ -38,11 +37,6 @@ type session struct {
 	abort   context.CancelFunc // set during a blocking wait: breaks its socket
 	aborted bool               // Abort was called: no wait may start
 }
-
-// stmtCache keeps a connection's prepared statements by text: a prepared
-// statement runs in one round trip, where a query with arguments and no
-// client-side interpolation costs a prepare and a close around it.
-type stmtCache map[string]*sql.Stmt
 
 // dial pins a connection of the pool and sets its session up.
 func (p *Provider) dial(ctx context.Context) (*session, error) {
@@ -79,11 +73,7 @@ func (c *session) Close() {
 		// may have passed while the connection idled.
 		c.setDeadline(time.Now().Add(kit.CleanupTimeout))
 	}
-	for _, s := range c.st {
-		_ = s.Close()
-	}
-	clear(c.st)
-	_ = c.sc.Raw(func(any) error { return driver.ErrBadConn })
+	c.closeStmts()
 }
 
 // Ping checks c (locked) in one round trip (COM_PING). A server that
@@ -118,63 +108,6 @@ func (c *session) waiting(abort context.CancelFunc) bool {
 	defer c.mu.Unlock()
 	c.abort = abort
 	return !c.aborted || abort == nil
-}
-
-// exec runs q on c (locked), prepared once per connection, bounded by the
-// Provider's timeout whatever ctx says (bound): the caller's ctx must never
-// cancel a statement on a shared connection (the driver closes the socket
-// to cancel one). A statement that overruns the bound breaks the
-// connection, which is then failed.
-func (c *session) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	ctx, unbound := c.bound(ctx)
-	defer unbound()
-	return c.execOn(ctx, q, args...)
-}
-
-// execOn runs q on c (locked) under ctx as it is.
-func (c *session) execOn(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	s, err := c.prepared(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	return s.ExecContext(ctx, args...)
-}
-
-// queryRowOn runs the query q, which returns one row, on c (locked) under
-// ctx as it is.
-func (c *session) queryRowOn(ctx context.Context, q string, args ...any) scanner {
-	s, err := c.prepared(ctx, q)
-	if err != nil {
-		return errRow{err}
-	}
-	return s.QueryRowContext(ctx, args...)
-}
-
-// queryRow is queryRowOn bounded as exec is; the caller scans, then calls
-// the func returned, which lifts the bound.
-func (c *session) queryRow(ctx context.Context, q string, args ...any) (scanner, func()) {
-	ctx, unbound := c.bound(ctx)
-	return c.queryRowOn(ctx, q, args...), unbound
-}
-
-// scanner is a *sql.Row, or the error of preparing its statement.
-type scanner interface{ Scan(dest ...any) error }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
-
-// prepared returns q prepared on c (locked), preparing it the first time.
-func (c *session) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
-	if s, ok := c.st[q]; ok {
-		return s, nil
-	}
-	s, err := c.sc.PrepareContext(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	c.st[q] = s
-	return s, nil
 }
 
 // connFailed reports whether err left a connection unusable, as opposed to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // The fence sequence's durability. NEXTVAL serves a block of CACHE values
@@ -28,7 +29,9 @@ const seqCache = 1000
 type seqBlocks struct {
 	mu           sync.Mutex
 	start, cache uint64 // the sequence's START and CACHE
-	durable      uint64 // tokens below this are in blocks confirmed durable
+	// durable: tokens below it are in blocks confirmed durable. Written
+	// under mu, read without it by the check each grant makes.
+	durable atomic.Uint64
 }
 
 // ensureFence creates the fence sequence (and its mark table) or table once
@@ -38,7 +41,10 @@ type seqBlocks struct {
 // statement waiting with the sequence open, and hold up every draw behind
 // it.
 func (p *Provider) ensureFence(ctx context.Context) error {
-	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
+	if p.fenceReady.Load() {
+		return nil
+	}
+	err := p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if !p.sql.seq {
 			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
 token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
@@ -61,6 +67,10 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 		}
 		return p.readSequence(ctx)
 	})
+	if err == nil {
+		p.fenceReady.Store(true)
+	}
+	return err
 }
 
 // readSequence reads the fence sequence's parameters, and checks that its
@@ -94,18 +104,20 @@ func (c *session) confirm(ctx context.Context, token uint64) error {
 	if !p.sql.seq {
 		return nil
 	}
-	p.seq.mu.Lock()
-	done, start, cache := token < p.seq.durable, p.seq.start, p.seq.cache
-	p.seq.mu.Unlock()
-	if done {
+	if token < p.seq.durable.Load() {
 		return nil
 	}
+	p.seq.mu.Lock()
+	start, cache := p.seq.start, p.seq.cache
+	p.seq.mu.Unlock()
 	if _, err := c.exec(ctx, fmt.Sprintf(`UPDATE %s SET n = n + 1 WHERE id = 1`, p.sql.mark)); err != nil {
 		return fmt.Errorf("confirm the fence sequence's block: %w", err)
 	}
 	end := start + ((token-start)/cache+1)*cache
 	p.seq.mu.Lock()
-	p.seq.durable = max(p.seq.durable, end)
+	if end > p.seq.durable.Load() {
+		p.seq.durable.Store(end)
+	}
 	p.seq.mu.Unlock()
 	return nil
 }

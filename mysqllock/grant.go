@@ -22,6 +22,10 @@ type claim struct {
 	locks   []string
 	sem     bool // the statement's value carries the candidate's index (statements.grant)
 	handoff bool // the grant may be handed on locally
+	// args, when set, are the grant statement's parameters for a try (no
+	// waiting), built once (a Mutex's); otherwise each statement builds
+	// its own.
+	args []any
 }
 
 // grantedBy reads the result of a statement that bumps a counter row
@@ -45,11 +49,14 @@ type won struct {
 // waiting timeout seconds on each lock; ok reports a grant.
 func (c *session) grantOn(ctx context.Context, cl claim, timeout float64) (w won, ok bool, err error) {
 	p := c.p
-	q, args := p.sql.grant(len(cl.locks), cl.sem), p.sql.grantArgs(cl, p.opts.Identity, timeout)
+	q, args := p.sql.grant(len(cl.locks), cl.sem), cl.args
+	if args == nil || timeout != 0 {
+		args = p.sql.grantArgs(cl, p.opts.Identity, timeout)
+	}
 	var v uint64
 	if p.sql.seq {
-		var n sql.NullInt64
-		if err := c.queryRowOn(ctx, q, args...).Scan(&n); err != nil {
+		n, err := c.queryIntOn(ctx, q, args...)
+		if err != nil {
 			return won{}, false, err
 		}
 		v, ok = uint64(n.Int64), n.Valid && n.Int64 > 0

@@ -42,9 +42,7 @@ func (p *Provider) draw(ctx context.Context, g *grant) (uint64, error) {
 	var err error
 	if p.sql.seq {
 		var v sql.NullInt64
-		row, cancel := c.Conn.queryRow(ctx, p.sql.draw(), g.Key)
-		err = row.Scan(&v)
-		cancel()
+		v, err = c.Conn.queryInt(ctx, p.sql.draw(), g.Key)
 		token, ok = uint64(v.Int64), v.Valid && v.Int64 > 0
 	} else {
 		var res sql.Result

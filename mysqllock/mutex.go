@@ -14,10 +14,16 @@ type locker struct {
 	p    *Provider
 	name string
 	lock string // the server's lock name, also the counter row's
+	// locks and args are the claim's, built once: read only.
+	locks []string
+	args  []any
 }
 
 func (p *Provider) newLocker(name string) *locker {
-	return &locker{p: p, name: name, lock: lockName(kindMutex, name)}
+	l := &locker{p: p, name: name, lock: lockName(kindMutex, name)}
+	l.locks = []string{l.lock}
+	l.args = p.sql.grantArgs(claim{row: l.lock, locks: l.locks}, p.opts.Identity, 0)
+	return l
 }
 
 // Name returns the name the lock was made with.
@@ -56,7 +62,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 
 // claim is what a grant statement of the mutex asks for.
 func (l *locker) claim() claim {
-	return claim{name: l.name, row: l.lock, locks: []string{l.lock}, handoff: l.p.sess.Hand.On()}
+	return claim{name: l.name, row: l.lock, locks: l.locks, handoff: l.p.sess.Hand.On(), args: l.args}
 }
 
 func (l *locker) try(ctx context.Context) (core.Handle, error) {

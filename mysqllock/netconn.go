@@ -51,12 +51,13 @@ func netConnOf(ctx context.Context, sc *sql.Conn) net.Conn {
 
 // bound bounds the next statements on c (locked) by the Provider's timeout
 // and returns the context to run them with and a func to call after them.
-// With c's socket, the context is one nobody watches and the bound is the
-// socket's deadline, kept between 3/4 of the timeout and the timeout ahead:
-// it is moved only when it falls out of that range, so most statements set
-// no deadline at all (each setting costs a timer update, and at times a
-// wake-up of the runtime's network poller). Without the socket, it is a
-// context deadline.
+// With c's socket, the context is context.Background(), which never ends
+// and so is not watched (all the driver reads of a statement's context is
+// its end), and the bound is the socket's deadline, kept between 3/4 of
+// the timeout and the timeout ahead: it is moved only when it falls out of
+// that range, so most statements set no deadline at all (each setting
+// costs a timer update, and at times a wake-up of the runtime's network
+// poller). Without the socket, it is a context deadline.
 func (c *session) bound(ctx context.Context) (context.Context, func()) {
 	if c.nc == nil {
 		return c.p.opCtx(ctx)
@@ -66,7 +67,7 @@ func (c *session) bound(ctx context.Context) (context.Context, func()) {
 	if left := c.deadline.Sub(now); left < t*3/4 || left > t {
 		c.setDeadline(now.Add(t))
 	}
-	return context.WithoutCancel(ctx), func() {}
+	return context.Background(), func() {}
 }
 
 // setDeadline sets c's socket deadline (zero: none); c is locked.
