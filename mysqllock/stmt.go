@@ -69,7 +69,17 @@ func (c *session) execOn(ctx context.Context, q string, args ...any) (sql.Result
 		return s.ExecContext(ctx, args...)
 	}
 	var res sql.Result
-	err := c.sc.Raw(func(dc any) error {
+	err := c.onDriver(ctx, q, args, func(s driverStmt, nv []driver.NamedValue) (err error) {
+		res, err = s.ExecContext(ctx, nv)
+		return err
+	})
+	return res, err
+}
+
+// onDriver runs f with q prepared on c's driver connection (inside Raw,
+// c locked) and args as the driver takes them.
+func (c *session) onDriver(ctx context.Context, q string, args []any, f func(driverStmt, []driver.NamedValue) error) error {
+	return c.sc.Raw(func(dc any) error {
 		s, err := c.preparedOn(ctx, dc, q)
 		if err != nil {
 			return err
@@ -78,10 +88,8 @@ func (c *session) execOn(ctx context.Context, q string, args ...any) (sql.Result
 		if err != nil {
 			return err
 		}
-		res, err = s.ExecContext(ctx, nv)
-		return err
+		return f(s, nv)
 	})
-	return res, err
 }
 
 // queryIntOn runs the query q, which returns one row of one integer
@@ -95,15 +103,7 @@ func (c *session) queryIntOn(ctx context.Context, q string, args ...any) (sql.Nu
 		}
 		return v, s.QueryRowContext(ctx, args...).Scan(&v)
 	}
-	err := c.sc.Raw(func(dc any) error {
-		s, err := c.preparedOn(ctx, dc, q)
-		if err != nil {
-			return err
-		}
-		nv, err := namedArgs(s, args)
-		if err != nil {
-			return err
-		}
+	err := c.onDriver(ctx, q, args, func(s driverStmt, nv []driver.NamedValue) error {
 		rows, err := s.QueryContext(ctx, nv)
 		if err != nil {
 			return err
