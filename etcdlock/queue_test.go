@@ -104,9 +104,7 @@ func TestNoHerd(t *testing.T) {
 	ws := make([]waiter, n)
 	ps := make([]*Provider, n)
 	for i := range n {
-		counters[i] = &rangeCounter{}
-		ps[i] = newProviderOn(t, countingClient(t, counters[i]))
-		ps[i].recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+		ps[i], counters[i] = countingProvider(t)
 		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), ps[i].Mutex(name))
 	}
 	before := make([]int64, n)
@@ -136,9 +134,7 @@ func TestSeveralDeletedAtOnce(t *testing.T) {
 		_, err := readers.RWMutex(name).RLocker().TryAcquire(ctx)
 		require.NoError(t, err)
 	}
-	counter := &rangeCounter{}
-	p := newProviderOn(t, countingClient(t, counter))
-	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+	p, counter := countingProvider(t)
 	prefix := p.queue(name, rwKind, 1).prefix
 	w := enqueue(t, ctx, cli, prefix, 3, "writer", p.RWMutex(name))
 	requireSettled(t, p, prefix)
@@ -188,8 +184,8 @@ func TestDeletedBeforeWatch(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = wcli.Close() })
 	p := newProviderOn(t, wcli)
-	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
-	t.Cleanup(func() { open.Do(func() { close(gate) }) })   // before p.Close, which waits for its watches
+	noFallbackReads(p)
+	t.Cleanup(func() { open.Do(func() { close(gate) }) }) // before p.Close, which waits for its watches
 	prefix := p.queue(name, mutexKind, 1).prefix
 	w := enqueue(t, ctx, cli, prefix, 2, "waiter", p.Mutex(name))
 	require.NoError(t, h.Release(ctx)) // while the waiter's watch cannot start
@@ -214,9 +210,7 @@ func TestLongLine(t *testing.T) {
 	for i := range ws {
 		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), line.Mutex(name))
 	}
-	counter := &rangeCounter{}
-	p := newProviderOn(t, countingClient(t, counter))
-	p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} // no fallback reads
+	p, counter := countingProvider(t)
 	last := enqueue(t, ctx, cli, prefix, named+2, "last", p.Mutex(name))
 	requireSettled(t, p, prefix)
 	before := counter.n.Load()
@@ -332,3 +326,17 @@ func requireWaiting(t *testing.T, ws ...waiter) {
 		}
 	}
 }
+
+// countingProvider returns a Provider whose reads of a queue are counted,
+// and that makes no fallback reads (noFallbackReads).
+func countingProvider(t *testing.T) (*Provider, *rangeCounter) {
+	t.Helper()
+	counter := &rangeCounter{}
+	p := newProviderOn(t, countingClient(t, counter))
+	noFallbackReads(p)
+	return p, counter
+}
+
+// noFallbackReads makes p's waits read the queue only when what they heard
+// calls for it, never after hearing nothing for a while.
+func noFallbackReads(p *Provider) { p.recheck = kit.Backoff{Min: time.Hour, Max: time.Hour} }

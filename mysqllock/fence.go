@@ -41,10 +41,7 @@ type seqBlocks struct {
 // statement waiting with the sequence open, and hold up every draw behind
 // it.
 func (p *Provider) ensureFence(ctx context.Context) error {
-	if p.fenceReady.Load() {
-		return nil
-	}
-	err := p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
+	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if !p.sql.seq {
 			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
 token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
@@ -67,10 +64,6 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 		}
 		return p.readSequence(ctx)
 	})
-	if err == nil {
-		p.fenceReady.Store(true)
-	}
-	return err
 }
 
 // readSequence reads the fence sequence's parameters, and checks that its

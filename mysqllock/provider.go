@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -30,9 +29,8 @@ type Provider struct {
 	// sess holds the locks on pinned connections (conn.go).
 	sess *kit.Sessions[string, *session, struct{}]
 
-	fenceSetup   kit.Setup   // the fence sequence or table exists
-	fenceReady   atomic.Bool // fenceSetup has succeeded: no need to ask it
-	membersSetup kit.Setup   // the members table exists
+	fenceSetup   kit.Setup // the fence sequence or table exists
+	membersSetup kit.Setup // the members table exists
 	seq          seqBlocks
 
 	// waits tracks the goroutines that KILL QUERY an abandoned wait.

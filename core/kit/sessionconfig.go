@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -142,15 +143,19 @@ func ParseSessionURL[O ~func(*SessionConfig)](rawURL string) (*URL, []O, error) 
 // for the one running it. The zero Setup is ready to use.
 type Setup struct {
 	mu   sync.Mutex
-	done bool
+	done atomic.Bool // f succeeded: read without mu on every call after
 }
 
 // Run runs f, bounded by timeout whatever ctx's own deadline, unless it
-// already succeeded.
+// already succeeded. Once it has, Run costs one atomic load: callers run
+// it before every grant.
 func (s *Setup) Run(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
+	if s.done.Load() {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done {
+	if s.done.Load() {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
@@ -158,6 +163,6 @@ func (s *Setup) Run(ctx context.Context, timeout time.Duration, f func(ctx conte
 	if err := f(ctx); err != nil {
 		return err
 	}
-	s.done = true
+	s.done.Store(true)
 	return nil
 }
