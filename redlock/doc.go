@@ -29,6 +29,23 @@
 // 100 ms), so a paused server delays it by the grace only; the deletes on
 // servers that answered the acquire late finish in the background.
 //
+// # Waiting
+//
+// Only the first waiting Acquire of a Provider contends on the servers.
+// It lines up on every server under one ticket, its clock's time in µs
+// when it started waiting, sent alike to all of them, so every server has
+// the same waiters in the same order. A server grants a free mutex only to
+// its first live waiter, and a release wakes that waiter alone (the release
+// hands nothing over): it then takes the lock on every server, where
+// waiters that raced after each release would split the servers' votes
+// and all retry. Each attempt refreshes the waiter's place for
+// max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every
+// line before its Acquire returns, and one whose process died or froze
+// holds the lock back, once free, until its place expires. Waiters on
+// machines whose clocks run behind are served first: the order is the
+// same on every server, not fair across clocks. Readers and writers of an
+// RWMutex wait as before, on announcements that wake them all.
+//
 // # Fencing
 //
 // Each server keeps a durable counter per name, advanced in the same round

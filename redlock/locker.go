@@ -47,7 +47,7 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
-	h, _, err := l.try(ctx, redisop.NewTaggedOwner(l.p.idTag), 0)
+	h, _, err := l.try(ctx, redisop.NewTaggedOwner(l.p.idTag), 0, 0)
 	return h, err
 }
 
@@ -69,18 +69,23 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	defer leave()
 	owner := redisop.NewTaggedOwner(l.p.idTag)
-	// How long a waiting writer's marker lives between tries; a waiting
-	// mutex acquire marks the lock awaited, so its release announces it.
+	// How long a waiting writer's marker, or a waiting mutex acquire's
+	// place in the servers' queues, lives between tries. A mutex waiter
+	// lines up on every server under one ticket (AcquireCounted), so that
+	// every server owes the lock to the same first waiter.
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
-	h, _, err := l.try(ctx, owner, wait)
+	ticket := uint64(time.Now().UnixMicro())
+	h, _, err := l.try(ctx, owner, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 		l.gaveUp(owner, err)
 		return h, err
 	}
-	wake, stop := l.p.subscribe(key)
+	// A release wakes the first waiter alone (AcquireCounted), by its
+	// handoff key; the lock's own key wakes every waiter.
+	wake, stop := l.p.subscribe(key, l.p.servers[0].client.HandoffKey(l.lock, owner))
 	defer stop()
 	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-		return l.try(ctx, owner, wait)
+		return l.try(ctx, owner, wait, ticket)
 	})
 	if err != nil {
 		l.gaveUp(owner, err)
@@ -89,20 +94,28 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	return h, nil
 }
 
-// gaveUp withdraws a waiting writer's marker from every server.
+// gaveUp withdraws a waiting writer's marker, or a waiting mutex acquire's
+// place in line, from every server, and returns when every server answered
+// (or kit.CleanupTimeout passed): a place left in line would keep the lock
+// from the next caller though it is free.
 func (l *locker) gaveUp(owner string, err error) {
-	if err == nil || l.lock.Kind != redisop.KindWrite {
+	if err == nil || (l.lock.Kind != redisop.KindWrite && l.lock.Kind != redisop.KindMutex) {
 		return
 	}
 	g := redisop.Grant{Lock: l.lock, Owner: owner}
-	for _, s := range l.p.servers {
-		l.p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
+	ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
+	defer cancel()
+	replies := each(l.p, ctx, func(ctx context.Context, s server) (struct{}, error) {
+		return struct{}{}, s.client.Withdraw(ctx, g)
+	})
+	for range l.p.servers {
+		<-replies
 	}
 }
 
 // try is one attempt: the acquire script on every server in parallel,
 // decided as soon as a majority granted or can no longer grant.
-func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (core.Handle, time.Duration, error) {
+func (l *locker) try(ctx context.Context, owner string, wait time.Duration, ticket uint64) (core.Handle, time.Duration, error) {
 	p := l.p
 	start := time.Now()
 	g := redisop.Grant{Lock: l.lock, Owner: owner}
@@ -111,13 +124,14 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
 	replies := each(p, actx, func(ctx context.Context, s server) (redisop.Result, error) {
-		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait, p.cfg.guard)
+		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait, p.cfg.guard, ticket)
 	})
 	t := p.count(ctx, actx, replies)
 	if len(t.granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
 		token, err := p.fence(actx, l.lock, t.granted)
 		if err == nil {
-			return p.hold(g, token, start, t, replies, cancel), 0, nil
+			queued := wait > 0 && l.lock.Kind == redisop.KindMutex
+			return p.hold(g, token, start, t, replies, cancel, queued), 0, nil
 		}
 		t.slow = append(t.slow, err)
 	}
@@ -132,6 +146,7 @@ func (l *locker) try(ctx context.Context, owner string, wait time.Duration) (cor
 type tally struct {
 	granted  map[int]uint64 // server → its counter
 	refused  int
+	refusers []int   // the servers that refused
 	young    int     // granted by a server whose data set is younger than the guard
 	hard     []error // the server could not be asked: down, refusing connections
 	slow     []error // no answer within the budget
@@ -162,6 +177,7 @@ func (t *tally) add(r reply[redisop.Result], late bool) {
 		t.granted[r.i] = r.v.Token
 	default:
 		t.refused++
+		t.refusers = append(t.refusers, r.i)
 		t.wait(r.v.RetryIn)
 	}
 }
@@ -193,8 +209,15 @@ func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop
 
 // hold returns the handle of g, granted by a majority with token. The
 // servers that had not answered yet are read in the background, and cancel,
-// which ends the attempt's calls, is called once all have answered.
-func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally, replies <-chan reply[redisop.Result], cancel context.CancelFunc) *handle {
+// which ends the attempt's calls, is called once all have answered. When
+// the attempt queued (a mutex waiter), the servers that refused it take it
+// out of their queues, where it would hold the next waiters back.
+func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally, replies <-chan reply[redisop.Result], cancel context.CancelFunc, queued bool) *handle {
+	if queued {
+		for _, i := range t.refusers {
+			p.leaveQueue(g, i)
+		}
+	}
 	late := len(p.servers) - t.answered
 	if late == 0 {
 		cancel()
@@ -212,9 +235,19 @@ func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally
 		for range late {
 			r := <-replies
 			st.arrived(r.i, r.err != nil || r.v.Acquired)
+			if queued && r.err == nil && !r.v.Acquired {
+				p.leaveQueue(g, r.i)
+			}
 		}
 	}()
 	return h
+}
+
+// leaveQueue takes g's owner out of server i's wait queue, in the
+// background.
+func (p *Provider) leaveQueue(g redisop.Grant, i int) {
+	s := p.servers[i]
+	p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
 }
 
 // abandon ends a failed attempt: it waits for the replies still due and,
@@ -310,12 +343,13 @@ func (p *Provider) fence(ctx context.Context, lock redisop.Lock, granted map[int
 	return 0, fmt.Errorf("fencing token %d written back to too few servers: %w", token, errors.Join(errs...))
 }
 
-// subscribe merges the release announcements of every server for key.
-func (p *Provider) subscribe(key string) (<-chan struct{}, func()) {
+// subscribe merges the release announcements of every server for keys.
+func (p *Provider) subscribe(keys ...string) (<-chan struct{}, func()) {
 	out := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var stops []func()
-	for _, s := range p.servers {
+	for i := range len(p.servers) * len(keys) {
+		s, key := p.servers[i%len(p.servers)], keys[i/len(p.servers)]
 		ch, stop := s.waker.Subscribe(key)
 		stops = append(stops, stop)
 		p.bg.Add(1)

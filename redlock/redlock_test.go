@@ -254,3 +254,49 @@ func TestLateGrantReleasedWhenItLands(t *testing.T) {
 	require.Eventually(t, func() bool { return late.Exists(ctx, key).Val() == 0 },
 		20*time.Second, time.Millisecond, "the late grant was not released (its TTL is a minute)")
 }
+
+// TestWaitersTakeTurnsInTicketOrder: waiters of separate Providers line up
+// on every server by the ticket each sends alike to all of them, so each
+// release goes to the waiter that started waiting first, on every server,
+// whatever order the servers heard them in.
+func TestWaitersTakeTurnsInTicketOrder(t *testing.T) {
+	clients := sharedClients(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	h, err := newProvider(t, clients).Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	queue := strings.TrimSuffix(grantKeys(t, clients, h).lock, "mutex") + "mutex:q"
+	queued := func(n int64) func() bool {
+		return func() bool {
+			for _, rdb := range clients {
+				if rdb.ZCard(ctx, queue).Val() != n {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	type grant struct {
+		who int
+		h   core.Handle
+	}
+	granted := make(chan grant, 3)
+	for who := range 3 {
+		l := newProvider(t, clients).Mutex(name)
+		go func() {
+			h, err := l.Acquire(ctx)
+			assert.NoError(t, err)
+			granted <- grant{who, h}
+		}()
+		require.Eventually(t, queued(int64(who+1)), 10*time.Second, time.Millisecond, "waiter %d did not line up on every server", who)
+	}
+	prev := h
+	for want := range 3 {
+		require.NoError(t, prev.Release(ctx))
+		g := <-granted
+		require.Equal(t, want, g.who, "waiters must be served in the order they started waiting")
+		prev = g.h
+	}
+	require.NoError(t, prev.Release(ctx))
+}

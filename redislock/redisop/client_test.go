@@ -77,16 +77,7 @@ func TestClientMutexQueueIsFIFO(t *testing.T) {
 	}
 
 	// The release hands the lock to w1 at once; nobody else gets in.
-	sub := c.Redis().Subscribe(ctx, c.Channel())
-	defer sub.Close()
-	_, err := sub.Receive(ctx)
-	require.NoError(t, err)
-	ok, err := c.Release(ctx, Grant{Lock: l, Owner: holder})
-	require.NoError(t, err)
-	require.True(t, ok)
-	msg, err := sub.ReceiveMessage(ctx)
-	require.NoError(t, err)
-	key, token := parseHandoff(msg.Payload)
+	key, token := parseHandoff(releaseHeard(t, c, Grant{Lock: l, Owner: holder}))
 	assert.Equal(t, c.HandoffKey(l, w1), key)
 	assert.Positive(t, token)
 	assert.True(t, strings.HasPrefix(c.Redis().Get(ctx, c.Key(l)).Val(), w1+":"), "held by w1")
@@ -95,7 +86,7 @@ func TestClientMutexQueueIsFIFO(t *testing.T) {
 
 	// w2 gives up; w1's release skips it.
 	require.NoError(t, c.Withdraw(ctx, Grant{Lock: l, Owner: w2}))
-	ok, err = c.Release(ctx, Grant{Lock: l, Owner: w1})
+	ok, err := c.Release(ctx, Grant{Lock: l, Owner: w1})
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.True(t, strings.HasPrefix(c.Redis().Get(ctx, c.Key(l)).Val(), w3+":"), "held by w3")
@@ -209,7 +200,7 @@ func TestAcquireCountedAfterScriptFlush(t *testing.T) {
 		// to it while the pipelined counter bump runs first.
 		require.NoError(t, rdb.ScriptFlush(ctx).Err())
 		l := Lock{Kind: kind, Name: t.Name() + kind.String(), Max: 2}
-		res, err := c.AcquireCounted(ctx, l, NewOwner(), time.Second, 0, 0)
+		res, err := c.AcquireCounted(ctx, l, NewOwner(), time.Second, 0, 0, 0)
 		require.NoError(t, err, kind.String())
 		require.True(t, res.Acquired)
 		require.Positive(t, res.Token)
@@ -239,7 +230,7 @@ func TestCountersAgreeAcrossServers(t *testing.T) {
 			var tokens [2]uint64
 			for i, c := range cs {
 				owner := NewOwner()
-				res, err := c.AcquireCounted(ctx, l, owner, time.Second, 0, 8*time.Second) // a quantum of 1 s
+				res, err := c.AcquireCounted(ctx, l, owner, time.Second, 0, 8*time.Second, 0) // a quantum of 1 s
 				require.NoError(t, err, kind.String())
 				require.True(t, res.Acquired, kind.String())
 				tokens[i] = res.Token
@@ -257,4 +248,58 @@ func TestCountersAgreeAcrossServers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAcquireCountedTicketOrder checks the RedLock waiters' line on one
+// server: waiters queue by the ticket they send, not by arrival; a free
+// mutex is granted only to the first live waiter; a release wakes that
+// waiter alone, by its handoff key, and hands nothing over; a waiter that
+// gives up leaves the line.
+func TestAcquireCountedTicketOrder(t *testing.T) {
+	c := newClient(t)
+	ctx := context.Background()
+	l := Lock{Kind: KindMutex, Name: t.Name()}
+	acquire := func(owner string, wait time.Duration, ticket uint64) Result {
+		t.Helper()
+		r, err := c.AcquireCounted(ctx, l, owner, time.Minute, wait, 0, ticket)
+		require.NoError(t, err)
+		return r
+	}
+	holder, late, early, other := NewOwner(), NewOwner(), NewOwner(), NewOwner()
+	require.True(t, acquire(holder, 0, 0).Acquired)
+	require.False(t, acquire(late, time.Minute, 200).Acquired)
+	require.False(t, acquire(early, time.Minute, 100).Acquired, "the lower ticket, arriving later")
+
+	key, token := parseHandoff(releaseHeard(t, c, Grant{Lock: l, Owner: holder}))
+	assert.Equal(t, c.HandoffKey(l, early), key, "the first in ticket order is woken")
+	assert.Zero(t, token, "and handed nothing")
+	assert.Zero(t, c.Redis().Exists(ctx, c.Key(l)).Val(), "the lock is free")
+
+	assert.False(t, acquire(late, time.Minute, 200).Acquired, "a free lock is owed to the first waiter")
+	assert.False(t, acquire(other, 0, 0).Acquired, "a try does not jump the line")
+	r := acquire(early, time.Minute, 100)
+	require.True(t, r.Acquired)
+	assert.True(t, strings.HasSuffix(c.Redis().Get(ctx, c.Key(l)).Val(), "+"), "marked awaited: late still waits")
+
+	// The first waiter gives up before its turn comes: the next one's.
+	require.NoError(t, c.Withdraw(ctx, Grant{Lock: l, Owner: early}))
+	assert.Zero(t, c.Redis().Exists(ctx, c.Key(l)).Val(), "withdrawing released early's grant")
+	assert.True(t, acquire(late, time.Minute, 200).Acquired)
+}
+
+// releaseHeard releases g and returns what the release published on c's
+// Channel.
+func releaseHeard(t *testing.T, c *Client, g Grant) string {
+	t.Helper()
+	ctx := context.Background()
+	sub := c.Redis().Subscribe(ctx, c.Channel())
+	defer sub.Close()
+	_, err := sub.Receive(ctx)
+	require.NoError(t, err)
+	ok, err := c.Release(ctx, g)
+	require.NoError(t, err)
+	require.True(t, ok)
+	msg, err := sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	return msg.Payload
 }

@@ -33,11 +33,19 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 
 // AcquireCounted makes one acquire attempt as Acquire does and, in the same
 // round trip (one pipeline), increments the name's durable counter when the
-// grant was made; Result.Token is then the counter's new value. A waiting
-// mutex acquire (wait > 0) does not join the server's waiter queue, whose
-// handoffs each server would make to a different waiter: it marks the lock
-// as awaited, so that its release announces on Channel that it is free (a
-// release of a lock nobody awaits announces nothing).
+// grant was made; Result.Token is then the counter's new value.
+//
+// A mutex attempt lines up by ticket: a waiting one (wait > 0) joins the
+// server's waiter queue under ticket, which the caller sends alike to every
+// server, and a free mutex is granted only to the live waiter with the
+// lowest ticket (ties by owner), or to anyone when nobody waits; a try
+// (wait = 0) joins nothing. Every server thus owes the lock to the same
+// waiter, and after a release the waiters do not split the servers' votes.
+// A release does not hand the lock over (each server would hand it on its
+// own): it announces on Channel that the lock is free, and the first waiter
+// takes it. A waiter that gives up must Withdraw from every server, or its
+// entry holds the others back until it expires, wait after its last
+// attempt.
 //
 // The counter advances to max(its value + 1, the server time in µs rounded
 // up to a multiple of counterQuantum(guard)), so it starts again above its
@@ -46,7 +54,7 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 // server whose boot marker (BootKey) is absent writes it, and for guard
 // after that Result.Young says how long its grants must not count yet, as
 // grants it lost with its data may still be believed held until then.
-func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait, guard time.Duration) (Result, error) {
+func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, wait, guard time.Duration, ticket uint64) (Result, error) {
 	if err := l.Validate(); err != nil {
 		return Result{}, err
 	}
@@ -58,7 +66,7 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 		// The mutex script bumps the counter itself: one script call.
 		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
 		keys = append(keys, c.counterKey(l), c.BootKey())
-		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds(), counterQuantum(guard))...))
+		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds(), counterQuantum(guard), ticket)...))
 	}
 	kind := "key"
 	if l.Kind == KindRead || l.Kind == KindSemaphore {

@@ -13,6 +13,13 @@
 -- a grant handed over by a release is kept with it.
 -- ARGV[5] (with KEYS[6]) the young-server guard in ms (see young in lib.lua)
 -- and ARGV[6] the counter's time quantum in µs (see bump in lib.lua)
+-- ARGV[7] (optional) a RedLock waiter's ticket: when given, the queue is
+-- ordered by tickets, which the waiter sends alike to every server, so
+-- every server has the same first waiter, and a free lock is granted only
+-- to the first live waiter (a waiting caller joins with its ticket first;
+-- a TryAcquire sends 0 and does not join). Entries have no channel: a
+-- release announces the lock free instead of handing it over, and the
+-- first waiter takes it on every server.
 -- Returns {1, token} when granted, {0, holder's remaining ms} when held;
 -- with KEYS[6], a third element: the ms this server is still young. A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
@@ -23,20 +30,56 @@ if KEYS[6] then
   left = young(KEYS[6], ms, ARGV[5])
 end
 local mine = ARGV[1] .. ':'
-local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
 local wait = tonumber(ARGV[3])
+local ticket = tonumber(ARGV[7] or '')
+if ticket then
+  if wait > 0 then
+    redis.call('ZADD', KEYS[2], 'NX', ticket, ARGV[1])
+    redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
+    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ')
+    for i = 2, 4 do
+      stretch(KEYS[i], wait)
+    end
+  end
+  local head = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
+  if head and head ~= ARGV[1] then
+    -- An earlier waiter is owed the lock. (A grant of ours whose reply
+    -- was lost still stands: the code below answers it.)
+    local v = redis.call('GET', KEYS[1])
+    if not v then
+      return busy(0)
+    end
+    if string.sub(v, 1, #mine) ~= mine then
+      if string.sub(v, -1) ~= '+' then
+        redis.call('SET', KEYS[1], v .. '+', 'KEEPTTL')
+      end
+      return busy(redis.call('PTTL', KEYS[1]))
+    end
+  end
+end
+local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
 if not holder then
   -- Free: granted. A waiter that got here by polling leaves the queue,
-  -- or a release would hand the lock back to it.
+  -- or a release would hand the lock back to it. Under tickets, waiters
+  -- left in the queue mark the lock awaited, so its release announces.
+  local awaited = false
   if wait > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
     dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
+    awaited = ticket ~= nil and redis.call('EXISTS', KEYS[2]) == 1
+  end
+  local tok = us
+  if KEYS[5] then
+    tok = bump(KEYS[5], us, ARGV[6])
+  end
+  if tok ~= us or awaited then
+    local val = mine .. string.format('%.0f', tok)
+    if awaited then
+      val = val .. '+'
+    end
+    redis.call('SET', KEYS[1], val, 'KEEPTTL')
   end
   if KEYS[5] then
-    local n = bump(KEYS[5], us, ARGV[6])
-    if n ~= us then
-      redis.call('SET', KEYS[1], mine .. string.format('%.0f', n), 'KEEPTTL')
-    end
-    return {1, n, left}
+    return {1, tok, left}
   end
   return {1, us}
 end

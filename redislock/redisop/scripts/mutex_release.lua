@@ -34,6 +34,14 @@ if not heir then
   redis.call('PUBLISH', ARGV[4], ARGV[2])
   return 1
 end
+if channel == '' then
+  -- RedLock waiters in ticket order (mutex_acquire.lua): every server owes
+  -- the lock to the same first waiter, so each wakes that one alone, and
+  -- it takes the lock on every server.
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[4], ARGV[2] .. '#' .. heir)
+  return 1
+end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
 local last = last_token(string.sub(v, #mine + 1))
 if KEYS[5] then
