@@ -95,22 +95,27 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 }
 
 // gaveUp withdraws a waiting writer's marker, or a waiting mutex acquire's
-// place in line, from every server, and returns when every server answered
-// (or kit.CleanupTimeout passed): a place left in line would keep the lock
-// from the next caller though it is free.
+// place in line, from every server, and returns as a Release does (see
+// awaitRelease): a place left in line on a majority would keep the lock
+// from the next caller though it is free, and a server that stopped
+// answering delays the return by a short grace only.
 func (l *locker) gaveUp(owner string, err error) {
 	if err == nil || (l.lock.Kind != redisop.KindWrite && l.lock.Kind != redisop.KindMutex) {
 		return
 	}
-	g := redisop.Grant{Lock: l.lock, Owner: owner}
-	ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
-	defer cancel()
-	replies := each(l.p, ctx, func(ctx context.Context, s server) (struct{}, error) {
-		return struct{}{}, s.client.Withdraw(ctx, g)
-	})
-	for range l.p.servers {
-		<-replies
+	p, g := l.p, redisop.Grant{Lock: l.lock, Owner: owner}
+	start := time.Now()
+	replies := make(chan reply[bool], len(p.servers))
+	all := make([]bool, len(p.servers))
+	for i, s := range p.servers {
+		all[i] = true
+		p.work.run(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
+			defer cancel()
+			replies <- reply[bool]{i: i, v: true, err: s.client.Withdraw(ctx, g)}
+		})
 	}
+	_ = p.awaitRelease(g, start, all, replies)
 }
 
 // try is one attempt: the acquire script on every server in parallel,
