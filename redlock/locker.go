@@ -51,8 +51,10 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	return h, err
 }
 
-// Acquire waits until a majority grants the lock or ctx is done. Waiters
-// wake on the release announcements of every server and otherwise retry
+// Acquire waits until a majority grants the lock or ctx is done. A mutex
+// waiter lines up on every server by its ticket and is woken by the
+// release that makes it first (see the package doc, Waiting); a writer
+// wakes on the release announcements of every server. Both otherwise retry
 // with jittered backoff, never later than the holder's grant expires. When
 // a majority cannot be reached it fails at once with the servers' errors.
 func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
