@@ -114,7 +114,7 @@ func (l *locker) gaveUp(owner string, err error) {
 		p.work.run(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
 			defer cancel()
-			replies <- reply[bool]{i: i, v: true, err: s.client.Withdraw(ctx, g)}
+			replies <- reply[bool]{i: i, err: s.client.Withdraw(ctx, g)}
 		})
 	}
 	_ = p.awaitRelease(g, start, all, replies)
@@ -355,25 +355,26 @@ func (p *Provider) subscribe(keys ...string) (<-chan struct{}, func()) {
 	out := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var stops []func()
-	for i := range len(p.servers) * len(keys) {
-		s, key := p.servers[i%len(p.servers)], keys[i/len(p.servers)]
-		ch, stop := s.waker.Subscribe(key)
-		stops = append(stops, stop)
-		p.bg.Add(1)
-		go func() {
-			defer p.bg.Done()
-			for {
-				select {
-				case <-ch:
+	for _, key := range keys {
+		for _, s := range p.servers {
+			ch, stop := s.waker.Subscribe(key)
+			stops = append(stops, stop)
+			p.bg.Add(1)
+			go func() {
+				defer p.bg.Done()
+				for {
 					select {
-					case out <- struct{}{}:
-					default:
+					case <-ch:
+						select {
+						case out <- struct{}{}:
+						default:
+						}
+					case <-done:
+						return
 					}
-				case <-done:
-					return
 				}
-			}
-		}()
+			}()
+		}
 	}
 	return out, func() {
 		close(done)

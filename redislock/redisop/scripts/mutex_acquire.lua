@@ -41,20 +41,11 @@ if ticket then
       stretch(KEYS[i], wait)
     end
   end
+  -- A free lock owed to an earlier waiter is refused; a held one is
+  -- answered below, as ever (a grant of ours whose reply was lost stands).
   local head = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
-  if head and head ~= ARGV[1] then
-    -- An earlier waiter is owed the lock. (A grant of ours whose reply
-    -- was lost still stands: the code below answers it.)
-    local v = redis.call('GET', KEYS[1])
-    if not v then
-      return busy(0)
-    end
-    if string.sub(v, 1, #mine) ~= mine then
-      if string.sub(v, -1) ~= '+' then
-        redis.call('SET', KEYS[1], v .. '+', 'KEEPTTL')
-      end
-      return busy(redis.call('PTTL', KEYS[1]))
-    end
+  if head and head ~= ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
+    return busy(0)
   end
 end
 local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
