@@ -9,13 +9,26 @@
 // as soon as a majority granted within the acquire budget (TTL − minimum
 // validity; defaults 30 s − 27 s = 3 s), so a returned handle still has at
 // least the minimum validity on a majority, and a slow or paused server does
-// not stall it. It fails as soon as failure is certain (more than N − quorum
-// refusals or errors), and then releases the lock on every server, since a
-// request whose reply was lost may still have been granted. A request can
-// also land after the acquire returned: go-redis redials a refused
-// connection (5 tries, 100 ms apart, by default; Options.DialerRetries), so
-// a call to a server that is down may reach it once it is back. Such a late
-// grant is extended and released with the others.
+// not stall it. An attempt fails as soon as failure is certain (more than
+// N − quorum refusals or errors), and then gives the lock back on every
+// server that granted it or failed after its request may have run. A
+// request can also land after the attempt was decided: a paused server
+// answers when it resumes, and go-redis redials a refused connection (5
+// tries, 100 ms apart, by default; Options.DialerRetries), so a call to a
+// server that is down may reach it once it is back. Such a late grant is
+// extended and released with the handle when the acquire succeeded, and
+// given back as it lands otherwise.
+//
+// An acquire has at most one call in flight per server: the next attempt
+// of a waiting Acquire skips a server still answering an earlier one, and
+// a give-back or withdrawal goes to a server only once its last call
+// answered, so it never meets a later attempt's grant on its way. So no
+// attempt waits for a paused server: between attempts a waiter reads the
+// late replies for at most 100 ms, and an acquire that fails, or whose
+// context ends, returns as a Release does (below), a grace after a
+// majority confirmed. With one of three servers paused, a TryAcquire of a
+// held lock fails in about 100 ms, and an Acquire bounded by 300 ms
+// returns after about 400 ms.
 //
 // A held lock is extended on every server every TTL/3 through kit.Keeper
 // (all handles of a Provider that fall due together share one pipeline per

@@ -47,7 +47,11 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, kit.NotAcquired(ctx))
 	}
-	h, _, err := l.try(ctx, redisop.NewTaggedOwner(l.p.idTag), 0, 0)
+	c := newCalls(l.p, redisop.Grant{Lock: l.lock, Owner: redisop.NewTaggedOwner(l.p.idTag)}, false)
+	h, _, err := l.try(ctx, c, 0, 0)
+	if err != nil {
+		c.giveUp()
+	}
 	return h, err
 }
 
@@ -77,9 +81,12 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// every server owes the lock to the same first waiter.
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
 	ticket := uint64(time.Now().UnixMicro())
-	h, _, err := l.try(ctx, owner, wait, ticket)
+	c := newCalls(l.p, redisop.Grant{Lock: l.lock, Owner: owner}, true)
+	h, _, err := l.try(ctx, c, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
-		l.gaveUp(owner, err)
+		if err != nil {
+			c.giveUp()
+		}
 		return h, err
 	}
 	// A release wakes the first waiter alone (AcquireCounted), by its
@@ -87,63 +94,69 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	wake, stop := l.p.subscribe(key, l.p.servers[0].client.HandoffKey(l.lock, owner))
 	defer stop()
 	h, err = kit.Wait(ctx, l.p.cfg.backoff, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-		return l.try(ctx, owner, wait, ticket)
+		return l.try(ctx, c, wait, ticket)
 	})
 	if err != nil {
-		l.gaveUp(owner, err)
+		c.giveUp()
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
 	}
 	return h, nil
 }
 
-// gaveUp withdraws a waiting writer's marker, or a waiting mutex acquire's
-// place in line, from every server, and returns as a Release does (see
-// awaitRelease): a place left in line on a majority would keep the lock
-// from the next caller though it is free, and a server that stopped
-// answering delays the return by a short grace only.
-func (l *locker) gaveUp(owner string, err error) {
-	if err == nil || (l.lock.Kind != redisop.KindWrite && l.lock.Kind != redisop.KindMutex) {
-		return
-	}
-	p, g := l.p, redisop.Grant{Lock: l.lock, Owner: owner}
+// giveUp ends an acquire that got no handle: every server gives back what
+// the owner may hold there and, for a waiting mutex acquire or writer,
+// withdraws its place in line or its marker, each once its last call
+// answered. It returns as a Release does (see awaitRelease), counting
+// every server, those still answering an earlier call too: a grant left
+// on a majority would keep the lock from the next caller for a TTL though
+// nobody holds it, and a server that stopped answering delays the return
+// by a short grace only.
+func (c *calls) giveUp() {
+	c.mu.Lock()
+	c.phase = gaveUp
 	start := time.Now()
-	replies := make(chan reply[bool], len(p.servers))
-	all := make([]bool, len(p.servers))
-	for i, s := range p.servers {
+	all := make([]bool, len(c.due))
+	for i, d := range c.due {
 		all[i] = true
-		p.work.run(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), kit.CleanupTimeout)
-			defer cancel()
-			replies <- reply[bool]{i: i, err: s.client.Withdraw(ctx, g)}
-		})
+		if !d {
+			c.finalLocked(i)
+		}
 	}
-	_ = p.awaitRelease(g, start, all, replies)
+	c.mu.Unlock()
+	_ = c.p.awaitRelease(c.g, start, all, c.done)
 }
 
-// try is one attempt: the acquire script on every server in parallel,
-// decided as soon as a majority granted or can no longer grant.
-func (l *locker) try(ctx context.Context, owner string, wait time.Duration, ticket uint64) (core.Handle, time.Duration, error) {
+// try is one attempt: the acquire script on every server without a call
+// of the owner in flight, in parallel, decided as soon as a majority
+// granted or can no longer grant.
+func (l *locker) try(ctx context.Context, c *calls, wait time.Duration, ticket uint64) (core.Handle, time.Duration, error) {
 	p := l.p
 	start := time.Now()
-	g := redisop.Grant{Lock: l.lock, Owner: owner}
 	// The calls run to their end even when the caller gives up: a call cut
 	// short may still land its grant, and only a finished call can be
 	// answered with a release.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.budget())
-	replies := each(p, actx, func(ctx context.Context, s server) (redisop.Result, error) {
-		return s.client.AcquireCounted(ctx, l.lock, owner, p.cfg.ttl, wait, p.cfg.guard, ticket)
+	send, skipped := c.claim()
+	replies := eachOf(p, actx, send, func(ctx context.Context, s server) (redisop.Result, error) {
+		return s.client.AcquireCounted(ctx, l.lock, c.g.Owner, p.cfg.ttl, wait, p.cfg.guard, ticket)
 	})
-	t := p.count(ctx, actx, replies)
+	t := p.count(ctx, actx, replies, skipped)
+	late := len(p.servers) - skipped - t.answered
 	if len(t.granted) >= p.quorum && time.Since(start) < p.cfg.budget() && ctx.Err() == nil {
 		token, err := p.fence(actx, l.lock, t.granted)
 		if err == nil {
-			queued := wait > 0 && l.lock.Kind == redisop.KindMutex
-			return p.hold(g, token, start, t, replies, cancel, queued), 0, nil
+			h := p.hold(c, token, start, t)
+			c.follow(replies, late, cancel)
+			return h, 0, nil
 		}
 		t.slow = append(t.slow, err)
 	}
-	cancel()
-	p.abandon(g, t, replies)
+	if wait > 0 && ctx.Err() == nil {
+		p.drain(ctx, actx, t, replies)
+		late = len(p.servers) - skipped - t.answered
+	}
+	p.abandon(c, t)
+	c.follow(replies, late, cancel)
 	retryIn, err := p.failure(ctx, t)
 	return nil, retryIn, kit.Wrap(backend, "acquire", l.lock.Name, err)
 }
@@ -157,18 +170,23 @@ type tally struct {
 	young    int     // granted by a server whose data set is younger than the guard
 	hard     []error // the server could not be asked: down, refusing connections
 	slow     []error // no answer within the budget
+	skipped  int     // not asked: an earlier call of the owner is still due there
 	retryIn  time.Duration
 	answered int
 	known    []bool // the server's reply has arrived
+	mayHold  []bool // the server granted, or failed after its call may have run
 }
 
-func (t *tally) failed() int { return t.refused + t.young + len(t.hard) + len(t.slow) }
+func (t *tally) failed() int {
+	return t.refused + t.young + len(t.hard) + len(t.slow) + t.skipped
+}
 
 // add counts one server's reply; late says the attempt's budget ran out
 // before the reply came.
 func (t *tally) add(r reply[redisop.Result], late bool) {
 	t.answered++
 	t.known[r.i] = true
+	t.mayHold[r.i] = r.err != nil || r.v.Acquired
 	switch {
 	case r.err != nil && late:
 		t.slow = append(t.slow, r.err)
@@ -196,13 +214,13 @@ func (t *tally) wait(d time.Duration) {
 	}
 }
 
-// count reads the replies of one attempt, whose calls run under actx,
-// until a majority granted, a majority can no longer grant, every server
-// answered or ctx ends.
-func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop.Result]) *tally {
+// count reads the replies of one attempt, whose calls run under actx and
+// which skipped some servers, until a majority granted, a majority can no
+// longer grant, every server asked answered or ctx ends.
+func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop.Result], skipped int) *tally {
 	n := len(p.servers)
-	t := &tally{granted: make(map[int]uint64, n), known: make([]bool, n)}
-	for t.answered < n && len(t.granted) < p.quorum && t.failed() <= n-p.quorum && ctx.Err() == nil {
+	t := &tally{granted: make(map[int]uint64, n), known: make([]bool, n), mayHold: make([]bool, n), skipped: skipped}
+	for t.answered+skipped < n && len(t.granted) < p.quorum && t.failed() <= n-p.quorum && ctx.Err() == nil {
 		var r reply[redisop.Result]
 		select {
 		case r = <-replies:
@@ -214,40 +232,51 @@ func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop
 	return t
 }
 
-// hold returns the handle of g, granted by a majority with token. The
-// servers that had not answered yet are read in the background, and cancel,
-// which ends the attempt's calls, is called once all have answered. When
-// the attempt queued (a mutex waiter), the servers that refused it take it
-// out of their queues, where it would hold the next waiters back.
-func (p *Provider) hold(g redisop.Grant, token uint64, start time.Time, t *tally, replies <-chan reply[redisop.Result], cancel context.CancelFunc, queued bool) *handle {
-	if queued {
+// drain reads the replies still due of a failed try that will be followed
+// by another, up to releaseGrace or the end of ctx: from healthy servers
+// they are a round trip away, and a server whose call is still due when
+// the next try starts is not asked in it.
+func (p *Provider) drain(ctx, actx context.Context, t *tally, replies <-chan reply[redisop.Result]) {
+	grace := time.NewTimer(releaseGrace)
+	defer grace.Stop()
+	for t.answered+t.skipped < len(p.servers) {
+		select {
+		case r := <-replies:
+			t.add(r, actx.Err() != nil)
+		case <-grace.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// hold returns the handle of c's grant, granted by a majority with token.
+// The servers that had not answered yet, in this try or an earlier one,
+// pass their replies to the handle's release as they arrive (calls.follow,
+// stragglers). When the attempt queued (a mutex waiter), the servers that
+// refused it take it out of their queues, where it would hold the next
+// waiters back.
+func (p *Provider) hold(c *calls, token uint64, start time.Time, t *tally) *handle {
+	if c.queued && c.g.Lock.Kind == redisop.KindMutex {
 		for _, i := range t.refusers {
-			p.leaveQueue(g, i)
+			p.leaveQueue(c.g, i)
 		}
 	}
-	late := len(p.servers) - t.answered
-	if late == 0 {
-		cancel()
-		return p.newHandle(g, token, start, nil)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.phase = won
+	var st *stragglers
+	if slices.Contains(t.known, false) {
+		st = &stragglers{known: t.known}
 	}
-	st := &stragglers{known: t.known}
-	h := p.newHandle(g, token, start, st)
-	p.bg.Add(1)
-	go func() {
-		// A late grant is extended and released with the others; a
-		// release that started before it landed is sent to its server
-		// now (stragglers).
-		defer p.bg.Done()
-		defer cancel()
-		for range late {
-			r := <-replies
-			st.arrived(r.i, r.err != nil || r.v.Acquired)
-			if queued && r.err == nil && !r.v.Acquired {
-				p.leaveQueue(g, r.i)
-			}
+	c.st = st
+	for i, k := range t.known {
+		if k {
+			c.due[i] = false
 		}
-	}()
-	return h
+	}
+	return p.newHandle(c.g, token, start, st)
 }
 
 // leaveQueue takes g's owner out of server i's wait queue, in the
@@ -257,19 +286,34 @@ func (p *Provider) leaveQueue(g redisop.Grant, i int) {
 	p.background(func(ctx context.Context) { _ = s.client.Withdraw(ctx, g) })
 }
 
-// abandon ends a failed attempt: it waits for the replies still due and,
-// when some call may have granted, gives g back before the next try. The
-// owner value is the same across the tries of one Acquire, so a give-back
-// left running could delete the next try's grants.
-func (p *Provider) abandon(g redisop.Grant, t *tally, replies <-chan reply[redisop.Result]) {
-	maybe := len(t.granted) > 0 || t.young > 0 || len(t.hard) > 0 || len(t.slow) > 0 // an errored call may have run
-	for ; t.answered < len(p.servers); t.answered++ {
-		if r := <-replies; r.err != nil || r.v.Acquired {
-			maybe = true
+// abandon ends a failed try. The servers that answered with a grant, or
+// with an error after which they may hold one, give it back now, so that
+// contenders that split the votes free them for the next try; it waits
+// for those give-backs, up to releaseGrace. The try's calls still due are
+// left running, and each is dealt with when it lands (calls.landed).
+func (p *Provider) abandon(c *calls, t *tally) {
+	notify := make(chan struct{}, len(p.servers))
+	sent := 0
+	c.mu.Lock()
+	for i, k := range t.known {
+		if !k {
+			continue
+		}
+		c.due[i] = false
+		if c.mayHold[i] = c.mayHold[i] || t.mayHold[i]; c.mayHold[i] {
+			c.releaseLocked(i, notify)
+			sent++
 		}
 	}
-	if maybe {
-		p.giveBack(g)
+	c.mu.Unlock()
+	grace := time.NewTimer(releaseGrace)
+	defer grace.Stop()
+	for range sent {
+		select {
+		case <-notify:
+		case <-grace.C:
+			return
+		}
 	}
 }
 
@@ -287,24 +331,13 @@ func (p *Provider) failure(ctx context.Context, t *tally) (time.Duration, error)
 	}
 	why := fmt.Sprintf("granted by %d of %d servers, %d needed (%d held by another owner, %d too young to count",
 		len(t.granted), n, p.quorum, t.refused, t.young)
+	if t.skipped > 0 {
+		why += fmt.Sprintf(", %d not asked: still answering an earlier call", t.skipped)
+	}
 	if errs := append(t.hard, t.slow...); len(errs) > 0 {
 		why += fmt.Sprintf(", %d failed: %v", len(errs), errors.Join(errs...))
 	}
 	return t.retryIn, kit.Busy("%s)", why)
-}
-
-// giveBack releases g on every server and waits for all of them (up to
-// kit.CleanupTimeout): the next try of the same Acquire reuses the owner value,
-// so no release of this one may still be on its way.
-func (p *Provider) giveBack(g redisop.Grant) {
-	ctx, cancel := context.WithTimeout(p.bgCtx, kit.CleanupTimeout)
-	defer cancel()
-	replies := each(p, ctx, func(ctx context.Context, s server) (bool, error) {
-		return s.client.Release(ctx, g)
-	})
-	for range p.servers {
-		<-replies
-	}
 }
 
 // fence turns the granting servers' counters into the grant's token: the

@@ -163,8 +163,16 @@ func (p *Provider) background(f func(ctx context.Context)) {
 // returned channel, which has room for all of them, so the caller may stop
 // reading early. The goroutines end when f returns.
 func each[T any](p *Provider, ctx context.Context, f func(ctx context.Context, s server) (T, error)) <-chan reply[T] {
+	return eachOf(p, ctx, nil, f)
+}
+
+// eachOf is each for the servers i with send[i], or all when send is nil.
+func eachOf[T any](p *Provider, ctx context.Context, send []bool, f func(ctx context.Context, s server) (T, error)) <-chan reply[T] {
 	out := make(chan reply[T], len(p.servers))
 	for i, s := range p.servers {
+		if send != nil && !send[i] {
+			continue
+		}
 		p.work.run(func() {
 			v, err := f(ctx, s)
 			if err != nil {
