@@ -16,7 +16,11 @@ import (
 // a give-back or withdrawal is sent to a server only once the call before
 // it answered. So a stalled server holds no try and no give-up back, and
 // a give-back can never meet a later try's grant of the same owner on its
-// way, since that try was not sent there.
+// way, since that try was not sent there. A give-back that failed may
+// still run on the server (a request the client gave up on can sit in a
+// paused server's input), so the server is sent the give-back again, not
+// an acquire, until one succeeds: a request after it would then have to
+// overtake it on the server, across connections, to be deleted by it.
 type calls struct {
 	p      *Provider
 	g      redisop.Grant
@@ -25,6 +29,7 @@ type calls struct {
 
 	mu      sync.Mutex
 	due     []bool // server i has a call of the owner in flight
+	shunned []bool // the last give-back on server i failed: tries send it another
 	mayHold []bool // server i may hold a grant of the owner
 	phase   phase
 	st      *stragglers // once won
@@ -48,21 +53,27 @@ func newCalls(p *Provider, g redisop.Grant, wait bool) *calls {
 		done:    make(chan reply[bool], n),
 		due:     make([]bool, n),
 		mayHold: make([]bool, n),
+		shunned: make([]bool, n),
 	}
 }
 
 // claim marks every server without a call in flight as busy with the next
-// try, and returns them and how many were skipped.
+// try, and returns them and how many were skipped: those with a call in
+// flight, and those whose last give-back failed, which are sent it again.
 func (c *calls) claim() (send []bool, skipped int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	send = make([]bool, len(c.due))
 	for i, d := range c.due {
-		if d {
+		switch {
+		case d:
 			skipped++
-			continue
+		case c.shunned[i]:
+			skipped++
+			c.releaseLocked(i, nil)
+		default:
+			c.due[i], send[i] = true, true
 		}
-		c.due[i], send[i] = true, true
 	}
 	return send, skipped
 }
@@ -110,6 +121,7 @@ func (c *calls) releaseLocked(i int, notify chan<- struct{}) {
 	}, func(err error) {
 		c.mu.Lock()
 		c.due[i] = false
+		c.shunned[i] = err != nil
 		if err == nil {
 			c.mayHold[i] = false
 		}

@@ -266,16 +266,25 @@ func (p *Provider) hold(c *calls, token uint64, start time.Time, t *tally) *hand
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.phase = won
+	for i, k := range t.known {
+		switch {
+		case k:
+			c.due[i] = false
+		case !c.due[i]:
+			// Skipped by this try, and its last call has answered
+			// since (or failed): nothing of the owner is on its way
+			// there, so the release goes there at once.
+			t.known[i] = true
+			if c.queued && c.g.Lock.Kind == redisop.KindMutex && !c.mayHold[i] {
+				p.leaveQueue(c.g, i)
+			}
+		}
+	}
 	var st *stragglers
 	if slices.Contains(t.known, false) {
 		st = &stragglers{known: t.known}
 	}
 	c.st = st
-	for i, k := range t.known {
-		if k {
-			c.due[i] = false
-		}
-	}
 	return p.newHandle(c.g, token, start, st)
 }
 
