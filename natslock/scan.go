@@ -58,11 +58,7 @@ func (p *Provider) scan(ctx context.Context, kv jetstream.KeyValue, filter strin
 	if err != nil {
 		return err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.timeout)
-		defer cancel()
-		_ = p.js.DeleteConsumer(dctx, stream, cons.CachedInfo().Name)
-	}()
+	defer p.dropConsumer(stream, cons.CachedInfo().Name)
 	for {
 		batch, err := cons.FetchNoWait(scanBatch)
 		if err != nil {
@@ -82,6 +78,30 @@ func (p *Provider) scan(ctx context.Context, kv jetstream.KeyValue, filter strin
 			return nil
 		}
 	}
+}
+
+// dropConsumer deletes a scan's consumer in the background, so that the
+// scan's caller does not wait a round trip for it; once the Provider is
+// closed it deletes it before returning. A delete that does not arrive
+// leaves the consumer to the server's scanInactive.
+func (p *Provider) dropConsumer(stream, name string) {
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.timeout)
+		defer cancel()
+		_ = p.js.DeleteConsumer(ctx, stream, name)
+	}
+	p.wmu.Lock()
+	if p.closed {
+		p.wmu.Unlock()
+		drop()
+		return
+	}
+	p.wg.Add(1)
+	p.wmu.Unlock()
+	go func() {
+		defer p.wg.Done()
+		drop()
+	}()
 }
 
 // liveEntry reads m as a KV kvEntry; ok is false for a delete or purge
