@@ -48,8 +48,9 @@
 // It lines up on every server under one ticket, its clock's time in µs
 // when it started waiting, sent alike to all of them, so every server has
 // the same waiters in the same order. A server grants a free mutex only to
-// its first live waiter, and a release wakes that waiter alone (the release
-// hands nothing over): it then takes the lock on every server, where
+// its first live waiter, and a release wakes that waiter alone, on an
+// inbox channel of its Provider's own that no other process hears (the
+// release hands nothing over): it then takes the lock on every server, where
 // waiters that raced after each release would split the servers' votes
 // and all retry. Each attempt refreshes the waiter's place for
 // max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every

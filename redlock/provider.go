@@ -57,15 +57,19 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		return nil, kit.Invalid("redlock: no redis clients")
 	}
 	p := &Provider{cfg: cfg, quorum: len(clients)/2 + 1, idTag: redisop.IdentityTag(cfg.identity), probe: kit.NewProbe(backend, cfg.log, cfg.observers...)}
+	inbox := redisop.NewOwner()[:16]
 	for i, rdb := range clients {
 		c, err := redisop.NewClient(rdb, cfg.prefix)
 		if err != nil {
 			return nil, fmt.Errorf("redlock: client %d: %w", i, err)
 		}
+		// An inbox of its own: a release wakes the first waiter in line
+		// there, so no other process hears it.
+		c = c.WithTicketInbox(c.Channel() + ":" + inbox)
 		p.servers = append(p.servers, server{
 			name:   serverName(i, rdb),
 			client: c,
-			waker:  redisop.NewWaker(rdb, cfg.log.With("backend", backend), c.Channel()),
+			waker:  redisop.NewWaker(rdb, cfg.log.With("backend", backend), c.Channel(), c.Inbox()),
 		})
 	}
 	p.bgCtx, p.stopBg = context.WithCancel(context.Background())

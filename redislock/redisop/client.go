@@ -36,7 +36,8 @@ type Client struct {
 	channel string // Channel()
 	inbox   string
 
-	channelArg, inboxArg any // channel and inbox, boxed once
+	channelArg, inboxArg any  // channel and inbox, boxed once
+	tickets              bool // RedLock waiters in ticket order (WithTicketInbox)
 
 	ack replicaAck // n == 0: grants are not confirmed by replicas
 }
@@ -61,6 +62,17 @@ func (c *Client) WithInbox(channel string) *Client {
 	cc := *c
 	cc.inbox, cc.inboxArg = channel, channel
 	return &cc
+}
+
+// WithTicketInbox returns a copy of c for RedLock waiters in ticket order
+// (AcquireCounted): a waiter records channel as its inbox in each server's
+// queue, and a mutex release wakes the first waiter in line on its inbox
+// alone, so a process that subscribes to a channel of its own hears only
+// its own turns.
+func (c *Client) WithTicketInbox(channel string) *Client {
+	cc := c.WithInbox(channel)
+	cc.tickets = true
+	return cc
 }
 
 // Inbox is the channel on which handoffs of mutexes this Client waits for
@@ -282,14 +294,18 @@ func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 // mutexRelease runs mutex_release.lua for g; withdraw is 1 when g is a
 // waiter that leaves the queue.
 func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis.Cmd {
+	tickets := 0
+	if c.tickets {
+		tickets = 1
+	}
 	if c.ack.n > 0 {
 		return scriptMutexRelease.Run(ctx, c.rdb, c.withCounter(g.Lock, c.mutexKeys(g.Lock)),
-			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel())
+			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), tickets)
 	}
 	if k := c.prepared(g.Lock); k != nil && k.release != nil {
-		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg)
+		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg, tickets)
 	}
-	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel())
+	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), tickets)
 }
 
 // Withdraw is for a waiter that gives up: one script call. A mutex waiter

@@ -287,6 +287,51 @@ func TestAcquireCountedTicketOrder(t *testing.T) {
 	assert.True(t, acquire(late, time.Minute, 200).Acquired)
 }
 
+// TestAcquireCountedTicketInbox: with WithTicketInbox, a release wakes the
+// first waiter in ticket order on that waiter's inbox alone: nothing goes
+// to the other waiters' inboxes or to the shared channel.
+func TestAcquireCountedTicketInbox(t *testing.T) {
+	base := newClient(t)
+	first, second := base.WithTicketInbox(base.Channel()+":a"), base.WithTicketInbox(base.Channel()+":b")
+	ctx := context.Background()
+	l := Lock{Kind: KindMutex, Name: t.Name()}
+	acquire := func(c *Client, owner string, wait time.Duration, ticket uint64) Result {
+		t.Helper()
+		r, err := c.AcquireCounted(ctx, l, owner, time.Minute, wait, 0, ticket)
+		require.NoError(t, err)
+		return r
+	}
+	holder, early, late := NewOwner(), NewOwner(), NewOwner()
+	require.True(t, acquire(second, holder, 0, 0).Acquired)
+	require.False(t, acquire(second, late, time.Minute, 200).Acquired)
+	require.False(t, acquire(first, early, time.Minute, 100).Acquired)
+
+	// One subscriber connection hears the messages in the order the server
+	// sent them: the sentinel published after the release comes after
+	// whatever the release published.
+	sub := base.Redis().Subscribe(ctx, base.Channel(), first.Inbox(), second.Inbox())
+	defer sub.Close()
+	for range 3 {
+		_, err := sub.Receive(ctx)
+		require.NoError(t, err)
+	}
+	ok, err := second.Release(ctx, Grant{Lock: l, Owner: holder})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, base.Redis().Publish(ctx, base.Channel(), "sentinel").Err())
+	msg, err := sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, first.Inbox(), msg.Channel, "the first waiter's inbox")
+	key, token := parseHandoff(msg.Payload)
+	assert.Equal(t, first.HandoffKey(l, early), key)
+	assert.Zero(t, token, "and nothing handed over")
+	msg, err = sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, "sentinel", msg.Payload, "the release published nowhere else")
+	assert.Zero(t, base.Redis().Exists(ctx, base.Key(l)).Val(), "the lock is free")
+	assert.True(t, acquire(first, early, time.Minute, 100).Acquired)
+}
+
 // releaseHeard releases g and returns what the release published on c's
 // Channel.
 func releaseHeard(t *testing.T, c *Client, g Grant) string {

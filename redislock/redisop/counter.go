@@ -42,8 +42,9 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 // (wait = 0) joins nothing. Every server thus owes the lock to the same
 // waiter, and after a release the waiters do not split the servers' votes.
 // A release does not hand the lock over (each server would hand it on its
-// own): it announces on Channel that the lock is free, and the first waiter
-// takes it. A waiter that gives up must Withdraw from every server, or its
+// own): it announces on Channel that the lock is free for the first
+// waiter (HandoffKey, with no token), and that waiter takes it. With
+// WithTicketInbox the announcement goes to that waiter's inbox alone. A waiter that gives up must Withdraw from every server, or its
 // entry holds the others back until it expires, wait after its last
 // attempt.
 //
@@ -64,7 +65,11 @@ func (c *Client) AcquireCounted(ctx context.Context, l Lock, owner string, ttl, 
 	}
 	if l.Kind == KindMutex {
 		// The mutex script bumps the counter itself: one script call.
-		_, keys, args := c.acquireCall(l, owner, ms, wait, "")
+		inbox := ""
+		if ticket != 0 && c.tickets {
+			inbox = c.inbox
+		}
+		_, keys, args := c.acquireCall(l, owner, ms, wait, inbox)
 		keys = append(keys, c.counterKey(l), c.BootKey())
 		return acquireResult(scriptMutexAcquire.Run(ctx, c.rdb, keys, append(args, guard.Milliseconds(), counterQuantum(guard), ticket)...))
 	}

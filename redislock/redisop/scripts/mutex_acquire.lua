@@ -17,9 +17,10 @@
 -- ordered by tickets, which the waiter sends alike to every server, so
 -- every server has the same first waiter, and a free lock is granted only
 -- to the first live waiter (a waiting caller joins with its ticket first;
--- a TryAcquire sends 0 and does not join). Entries have no channel: a
--- release announces the lock free instead of handing it over, and the
--- first waiter takes it on every server.
+-- a TryAcquire sends 0 and does not join). ARGV[4] is then the waiter's
+-- inbox: a release (mutex_release.lua, ticket mode) hands nothing over
+-- but wakes the first waiter on its inbox, and it takes the lock on every
+-- server.
 -- Returns {1, token} when granted, {0, holder's remaining ms} when held;
 -- with KEYS[6], a third element: the ms this server is still young. A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
@@ -36,7 +37,7 @@ if ticket then
   if wait > 0 then
     redis.call('ZADD', KEYS[2], 'NX', ticket, ARGV[1])
     redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
-    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ')
+    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
     for i = 2, 4 do
       stretch(KEYS[i], wait)
     end
@@ -97,7 +98,7 @@ if string.sub(holder, 1, #mine) == mine then
   return {1, tonumber(string.match(holder, ':(%d+)'))}
 end
 if wait > 0 then
-  if ARGV[4] ~= '' then
+  if ARGV[4] ~= '' and not ticket then
     redis.call('ZADD', KEYS[2], 'NX', us, ARGV[1])
     redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
     redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])

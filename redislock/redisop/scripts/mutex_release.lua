@@ -9,7 +9,8 @@
 -- it, and raises it (replica acknowledgment, Client.WithReplicaAck)
 -- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
 -- withdraws (leave the queue first), ARGV[4] the shared channel on which a
--- release of an awaited lock that has nobody queued announces ARGV[2]
+-- release of an awaited lock that has nobody queued announces ARGV[2],
+-- ARGV[5] '1' for RedLock waiters in ticket order (see below)
 -- Returns 1 when the lock was released, 0 when ARGV[1] did not hold it.
 if ARGV[3] == '1' then
   dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
@@ -34,12 +35,16 @@ if not heir then
   redis.call('PUBLISH', ARGV[4], ARGV[2])
   return 1
 end
-if channel == '' then
+if channel == '' or ARGV[5] == '1' then
   -- RedLock waiters in ticket order (mutex_acquire.lua): every server owes
-  -- the lock to the same first waiter, so each wakes that one alone, and
+  -- the lock to the same first waiter, so each wakes that one alone, on
+  -- its inbox (on the shared channel for an entry that names none), and
   -- it takes the lock on every server.
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[4], ARGV[2] .. '#' .. heir)
+  if channel == '' then
+    channel = ARGV[4]
+  end
+  redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir)
   return 1
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
