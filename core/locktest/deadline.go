@@ -29,14 +29,41 @@ const (
 // so the bound is deadlineSlack plus twice a busy TryAcquire's time,
 // measured in the same run, interleaved with the Acquires (a loaded
 // machine slows both). Medians of deadlineTries, so that one try a loaded
-// machine delays does not decide.
+// machine delays does not decide. A loaded moment can still stretch most
+// of a round (the cancellation takes more wake-ups than a TryAcquire), so
+// the case fails only when deadlineRounds rounds in a row miss the bound:
+// a backend that does not watch its deadline misses it every time.
 func testDeadline(t *testing.T, s *suite) {
 	name := s.name("deadline")
 	holder := mustTry(t, s.p1.Mutex(name))
 	defer mustRelease(t, holder)
 	waiter := s.p2.Mutex(name)
-	over := make([]time.Duration, 0, deadlineTries)
-	tries := make([]time.Duration, 0, deadlineTries)
+	for round := 1; ; round++ {
+		over, tries := deadlineRound(t, waiter)
+		bound := deadlineSlack + 2*tries[len(tries)/2]
+		t.Logf("overshoot past a %v deadline, %d tries: %v; a busy TryAcquire: %v", deadlineWait, deadlineTries, over, tries)
+		med := over[len(over)/2]
+		if med <= bound {
+			return
+		}
+		if round == deadlineRounds {
+			t.Fatalf("Acquire returns a median %v after its deadline (tries: %v), want at most %v (%v + 2 × a busy TryAcquire's median), in each of %d rounds", med, over, bound, deadlineSlack, deadlineRounds)
+		}
+	}
+}
+
+// deadlineRounds is how many rounds of testDeadline may miss the bound in
+// a row before the case fails.
+const deadlineRounds = 3
+
+// deadlineRound times deadlineTries Acquires of waiter bounded by a
+// deadline, each after a busy TryAcquire, and returns how far past its
+// deadline each Acquire returned and how long each TryAcquire took, both
+// sorted.
+func deadlineRound(t *testing.T, waiter core.Locker) (over, tries []time.Duration) {
+	t.Helper()
+	over = make([]time.Duration, 0, deadlineTries)
+	tries = make([]time.Duration, 0, deadlineTries)
 	for range deadlineTries {
 		tries = append(tries, busyTry(t, waiter))
 		ctx, cancel := context.WithTimeout(bg(), deadlineWait)
@@ -55,11 +82,7 @@ func testDeadline(t *testing.T, s *suite) {
 	}
 	slices.Sort(over)
 	slices.Sort(tries)
-	bound := deadlineSlack + 2*tries[len(tries)/2]
-	t.Logf("overshoot past a %v deadline, %d tries: %v; a busy TryAcquire: %v", deadlineWait, deadlineTries, over, tries)
-	if med := over[len(over)/2]; med > bound {
-		t.Fatalf("Acquire returns a median %v after its deadline (tries: %v), want at most %v (%v + 2 × a busy TryAcquire's median)", med, over, bound, deadlineSlack)
-	}
+	return over, tries
 }
 
 // busyTry times one TryAcquire of l, which another Provider holds.
