@@ -52,10 +52,10 @@
 // inbox channel of its Provider's own that no other process hears (the
 // release hands nothing over): it then takes the lock on every server, where
 // waiters that raced after each release would split the servers' votes
-// and all retry. Since the wake-up comes, a mutex waiter's fallback retries
-// start at 20 ms rather than the backoff's minimum: with many waiters, each
-// retry a script call on every server, frequent retries cost more than
-// they save. Each attempt refreshes the waiter's place for
+// and all retry. Because its turn is announced, a mutex waiter's
+// fallback retries start at 20 ms rather than the backoff's minimum: with
+// many waiters, each retry a script call on every server, frequent retries
+// cost more than they save. Each attempt refreshes the waiter's place for
 // max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every
 // line before its Acquire returns, and one whose process died or froze
 // holds the lock back, once free, until its place expires. Waiters on
