@@ -15,10 +15,6 @@ var errHeldHere = kit.Busy("held by this process")
 // errHeldElsewhere is why a mutex waiter queued on the server waits.
 var errHeldElsewhere = kit.Busy("held by another process")
 
-// queuedPollMin is the shortest pause between two polls of a queued mutex
-// waiter.
-const queuedPollMin = 20 * time.Millisecond
-
 // mutexWait is one Acquire of a mutex: its place in this Provider's line
 // for the lock and, once it asked the server, in the server's queue.
 type mutexWait struct {
@@ -72,7 +68,7 @@ func (l *locker) acquireMutex(ctx context.Context) (core.Handle, error) {
 	var err error
 	select {
 	case <-w.Turn():
-		h, err = kit.Wait(ctx, queuedBackoff(p.cfg.backoff), wake, rideThrough(m.attempt))
+		h, err = kit.Wait(ctx, p.cfg.backoff.Queued(), wake, rideThrough(m.attempt))
 	case <-ctx.Done():
 		err = kit.NotAcquired(ctx)
 	}
@@ -168,16 +164,6 @@ func (m *mutexWait) leave(ctx context.Context, h core.Handle, err error) (core.H
 		return nil, kit.Wrap(backend, "acquire", m.l.lock.Name, err)
 	}
 	return h, nil
-}
-
-// queuedBackoff is the poll cadence of a mutex waiter. Queued waiters have
-// the handoff pushed to them, and polls only refresh their entry and
-// recover a lost announcement: they are kept sparse so that waiters do not
-// load the server.
-func queuedBackoff(b kit.Backoff) kit.Backoff {
-	b.Min = max(b.Min, queuedPollMin)
-	b.Max = max(b.Max, b.Min)
-	return b
 }
 
 // releaseUnwanted gives up a grant handed to a waiter that does not want

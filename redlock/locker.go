@@ -93,9 +93,13 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// handoff key; the lock's own key wakes every waiter.
 	wake, stop := l.p.subscribe(key, l.p.servers[0].client.HandoffKey(l.lock, owner))
 	defer stop()
+	// A mutex waiter is woken on its inbox when its turn comes, and
+	// kit.Wait tries again at once after it subscribed, which covers a
+	// release between its first try and the subscription: its retries
+	// only cover a lost wake-up (kit.Backoff.Queued).
 	b := l.p.cfg.backoff
 	if l.lock.Kind == redisop.KindMutex {
-		b.Min = max(b.Min, lineRetryMin)
+		b = b.Queued()
 	}
 	h, err = kit.Wait(ctx, b, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, c, wait, ticket)
@@ -106,15 +110,6 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	return h, nil
 }
-
-// lineRetryMin is the least first delay of a mutex waiter's retries. The
-// waiter is woken on its inbox when its turn comes, and kit.Wait tries
-// again at once after it subscribed, which covers a release between its
-// first try and the subscription; its retries only cover a wake-up lost
-// to a reconnect, or sent before a cold subscription was made. Each retry
-// costs a script call on every server, and with many waiters retries from
-// the backoff's 2 ms minimum cost more than they save.
-const lineRetryMin = 20 * time.Millisecond
 
 // giveUp ends an acquire that got no handle: every server gives back what
 // the owner may hold there and, for a waiting mutex acquire or writer,

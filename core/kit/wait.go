@@ -21,6 +21,19 @@ type Backoff struct {
 // long a missed signal can cost.
 var DefaultBackoff = Backoff{Min: 2 * time.Millisecond, Max: 250 * time.Millisecond}
 
+// QueuedPollMin is the least first delay of Backoff.Queued.
+const QueuedPollMin = 20 * time.Millisecond
+
+// Queued returns b for a waiter whose turn the lock's release announces to
+// it alone (a queued waiter): its polls only refresh its place and recover
+// a lost announcement, so they start at QueuedPollMin at least, and many
+// waiters do not load the server with early polls.
+func (b Backoff) Queued() Backoff {
+	b.Min = max(b.Min, QueuedPollMin)
+	b.Max = max(b.Max, b.Min)
+	return b
+}
+
 // Delay returns the randomized delay before retry n (n ≥ 0).
 func (b Backoff) Delay(n int) time.Duration {
 	lo, hi := b.Min, b.Max

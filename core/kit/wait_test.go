@@ -21,6 +21,18 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
+func TestBackoffQueued(t *testing.T) {
+	for _, c := range []struct{ in, want kit.Backoff }{
+		{kit.DefaultBackoff, kit.Backoff{Min: kit.QueuedPollMin, Max: kit.DefaultBackoff.Max}},
+		{kit.Backoff{Min: time.Second, Max: 2 * time.Second}, kit.Backoff{Min: time.Second, Max: 2 * time.Second}},
+		{kit.Backoff{Min: time.Millisecond, Max: 5 * time.Millisecond}, kit.Backoff{Min: kit.QueuedPollMin, Max: kit.QueuedPollMin}},
+	} {
+		if got := c.in.Queued(); got != c.want {
+			t.Errorf("%+v.Queued() = %+v, want %+v", c.in, got, c.want)
+		}
+	}
+}
+
 func TestWaitWakesOnSignal(t *testing.T) {
 	// The backoff would sleep an hour; only the wake signal can end the wait.
 	slow := kit.Backoff{Min: time.Hour, Max: time.Hour}
