@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock/redisop"
@@ -56,6 +57,33 @@ func newCalls(p *Provider, g redisop.Grant, wait bool) *calls {
 		shunned: make([]bool, n),
 	}
 }
+
+// giveUp ends an acquire that got no handle: every server gives back what
+// the owner may hold there and, for a waiting mutex acquire or writer,
+// withdraws its place in line or its marker, each once its last call
+// answered. It returns as a Release does (see awaitRelease), counting
+// every server, those still answering an earlier call too: a grant left
+// on a majority would keep the lock from the next caller for a TTL though
+// nobody holds it, and a server that stopped answering delays the return
+// by a short grace only.
+func (c *calls) giveUp() {
+	c.mu.Lock()
+	c.phase = gaveUp
+	start := time.Now()
+	all := make([]bool, len(c.due))
+	for i, d := range c.due {
+		all[i] = true
+		if !d {
+			c.finalLocked(i)
+		}
+	}
+	c.mu.Unlock()
+	_ = c.p.awaitRelease(c.g, start, all, c.done)
+}
+
+// inLine says whether the acquire is a waiting mutex acquire, which
+// lines up in the servers' queues and leaves them once it holds the lock.
+func (c *calls) inLine() bool { return c.queued && c.g.Lock.Kind == redisop.KindMutex }
 
 // claim marks every server without a call in flight as busy with the next
 // try, and returns them and how many were skipped: those with a call in
@@ -144,7 +172,7 @@ func (c *calls) settleLocked(i int) {
 		// A grant there is the handle's, released with it; a place in
 		// line there would hold the next waiters back.
 		c.st.arrived(i, c.mayHold[i])
-		if c.queued && c.g.Lock.Kind == redisop.KindMutex && !c.mayHold[i] {
+		if c.inLine() && !c.mayHold[i] {
 			c.p.leaveQueue(c.g, i)
 		}
 	case gaveUp:
@@ -168,7 +196,7 @@ func (c *calls) finalLocked(i int) {
 		if queued {
 			err = cl.Withdraw(ctx, c.g) // for a mutex, a grant goes with it
 		}
-		if hold && err == nil && (!queued || c.g.Lock.Kind != redisop.KindMutex) {
+		if hold && err == nil && !c.inLine() {
 			_, err = cl.Release(ctx, c.g)
 		}
 		return err

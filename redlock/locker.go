@@ -111,29 +111,6 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	return h, nil
 }
 
-// giveUp ends an acquire that got no handle: every server gives back what
-// the owner may hold there and, for a waiting mutex acquire or writer,
-// withdraws its place in line or its marker, each once its last call
-// answered. It returns as a Release does (see awaitRelease), counting
-// every server, those still answering an earlier call too: a grant left
-// on a majority would keep the lock from the next caller for a TTL though
-// nobody holds it, and a server that stopped answering delays the return
-// by a short grace only.
-func (c *calls) giveUp() {
-	c.mu.Lock()
-	c.phase = gaveUp
-	start := time.Now()
-	all := make([]bool, len(c.due))
-	for i, d := range c.due {
-		all[i] = true
-		if !d {
-			c.finalLocked(i)
-		}
-	}
-	c.mu.Unlock()
-	_ = c.p.awaitRelease(c.g, start, all, c.done)
-}
-
 // try is one attempt: the acquire script on every server without a call
 // of the owner in flight, in parallel, decided as soon as a majority
 // granted or can no longer grant.
@@ -266,7 +243,7 @@ func (p *Provider) drain(ctx, actx context.Context, t *tally, replies <-chan rep
 // refused it take it out of their queues, where it would hold the next
 // waiters back.
 func (p *Provider) hold(c *calls, token uint64, start time.Time, t *tally) *handle {
-	if c.queued && c.g.Lock.Kind == redisop.KindMutex {
+	if c.inLine() {
 		for _, i := range t.refusers {
 			p.leaveQueue(c.g, i)
 		}
@@ -283,7 +260,7 @@ func (p *Provider) hold(c *calls, token uint64, start time.Time, t *tally) *hand
 			// since (or failed): nothing of the owner is on its way
 			// there, so the release goes there at once.
 			t.known[i] = true
-			if c.queued && c.g.Lock.Kind == redisop.KindMutex && !c.mayHold[i] {
+			if c.inLine() && !c.mayHold[i] {
 				p.leaveQueue(c.g, i)
 			}
 		}

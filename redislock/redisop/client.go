@@ -294,18 +294,15 @@ func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 // mutexRelease runs mutex_release.lua for g; withdraw is 1 when g is a
 // waiter that leaves the queue.
 func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis.Cmd {
-	tickets := 0
-	if c.tickets {
-		tickets = 1
-	}
+	// c.tickets goes as ARGV[5], 1 or 0.
 	if c.ack.n > 0 {
 		return scriptMutexRelease.Run(ctx, c.rdb, c.withCounter(g.Lock, c.mutexKeys(g.Lock)),
-			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), tickets)
+			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), c.tickets)
 	}
 	if k := c.prepared(g.Lock); k != nil && k.release != nil {
-		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg, tickets)
+		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg, c.tickets)
 	}
-	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), tickets)
+	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), c.tickets)
 }
 
 // Withdraw is for a waiter that gives up: one script call. A mutex waiter

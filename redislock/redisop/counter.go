@@ -44,9 +44,9 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 // A release does not hand the lock over (each server would hand it on its
 // own): it announces on Channel that the lock is free for the first
 // waiter (HandoffKey, with no token), and that waiter takes it. With
-// WithTicketInbox the announcement goes to that waiter's inbox alone. A waiter that gives up must Withdraw from every server, or its
-// entry holds the others back until it expires, wait after its last
-// attempt.
+// WithTicketInbox the announcement goes to that waiter's inbox alone. A
+// waiter that gives up must Withdraw from every server, or its entry holds
+// the others back until it expires, wait after its last attempt.
 //
 // The counter advances to max(its value + 1, the server time in µs rounded
 // up to a multiple of counterQuantum(guard)), so it starts again above its

@@ -139,6 +139,17 @@ local function queue_head(q, qx, qt, ms)
   end
 end
 
+-- enqueue puts owner in the wait queue at score, or keeps the place it
+-- has, and records entry ("<ttl ms> <channel>") with a life of wait ms.
+local function enqueue(q, qx, qt, owner, score, ms, wait, entry)
+  redis.call('ZADD', q, 'NX', score, owner)
+  redis.call('ZADD', qx, ms + wait, owner)
+  redis.call('HSET', qt, owner, entry)
+  stretch(q, wait)
+  stretch(qx, wait)
+  stretch(qt, wait)
+end
+
 local function dequeue(q, qx, qt, owner)
   redis.call('ZREM', q, owner)
   redis.call('ZREM', qx, owner)

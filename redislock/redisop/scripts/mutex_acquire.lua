@@ -35,12 +35,7 @@ local wait = tonumber(ARGV[3])
 local ticket = tonumber(ARGV[7] or '')
 if ticket then
   if wait > 0 then
-    redis.call('ZADD', KEYS[2], 'NX', ticket, ARGV[1])
-    redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
-    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
-    for i = 2, 4 do
-      stretch(KEYS[i], wait)
-    end
+    enqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[1], ticket, ms, wait, ARGV[2] .. ' ' .. ARGV[4])
   end
   -- A free lock owed to an earlier waiter is refused; a held one is
   -- answered below, as ever (a grant of ours whose reply was lost stands).
@@ -99,12 +94,7 @@ if string.sub(holder, 1, #mine) == mine then
 end
 if wait > 0 then
   if ARGV[4] ~= '' and not ticket then
-    redis.call('ZADD', KEYS[2], 'NX', us, ARGV[1])
-    redis.call('ZADD', KEYS[3], ms + wait, ARGV[1])
-    redis.call('HSET', KEYS[4], ARGV[1], ARGV[2] .. ' ' .. ARGV[4])
-    for i = 2, 4 do
-      stretch(KEYS[i], wait)
-    end
+    enqueue(KEYS[2], KEYS[3], KEYS[4], ARGV[1], us, ms, wait, ARGV[2] .. ' ' .. ARGV[4])
   end
   if string.sub(holder, -1) ~= '+' then
     redis.call('SET', KEYS[1], holder .. '+', 'KEEPTTL')
