@@ -42,14 +42,31 @@
 //
 // # Waiting
 //
-// A waiting Acquire is woken by a KV watcher (an ordered consumer) on the
-// key it waits for, one per key per Provider, started by the first waiter
-// and stopped a second after the last. The watcher hands over the delete
-// marker's revision too, so the woken waiter takes the lock in one round
-// trip. Waiters of one Provider queue locally in arrival order and only the
-// first contends on the server. Because nats-server 2.9 removes an expired
-// key without a marker, a bounded randomized retry (kit.DefaultBackoff,
-// capped by the holder's remaining TTL) backs the watcher up.
+// Waiters of one Provider queue locally in arrival order and only the first
+// contends on the server.
+//
+// A mutex has a wait line across processes. Its value names the holder's
+// Provider inbox (a core NATS subject); a waiter that finds it held sends
+// a join there, and the holder's release writes the key for the first
+// waiter that joined, expecting the holder's last revision, and sends that
+// waiter the grant (its token is the write's revision) and the rest of the
+// line. A handover costs one KV write and one message to one process, and
+// waiters do not race. A waiter that gives up asks the holder to take it
+// out of the line and hands on a grant written for it meanwhile before its
+// Acquire returns. A mutex waiter polls only to recover a lost message or
+// an expired key (WithBackoff, from 250 ms at least). A holder written by
+// an older natslock, without an inbox, is waited for by polling, and its
+// release deletes the key; older waiters get a held mutex only once the
+// line is empty (line.go has the protocol).
+//
+// A semaphore or reader-writer lock waiter is woken by a KV watcher (an
+// ordered consumer) on the keys it waits for, one per key per Provider,
+// started by the first waiter and stopped a second after the last. The
+// watcher hands over the delete marker's revision too, so the woken waiter
+// takes the lock in one round trip. Because nats-server 2.9 removes an
+// expired key without a marker, a bounded randomized retry
+// (kit.DefaultBackoff, capped by the holder's remaining TTL) backs the
+// watcher up.
 //
 // # Local handoff
 //
@@ -60,12 +77,12 @@
 // write's revision is the waiter's token: it lands only while the key
 // still holds our entry, so the token is larger than every token granted
 // before, and a key deleted or overwritten by hand is never handed on (the
-// release deletes instead, and the waiter contends). Waiters in other
-// processes only wake on deletes, so a run of local handoffs is bounded
-// (WithLocalHandoff, default 8 in a row and 20 ms); the release that ends
-// it deletes the key, and this Provider's waiters then hear the delete from
-// the watcher like everyone else's. WithLocalHandoff(0, 0) turns handoffs
-// off.
+// release deletes instead, and the waiter contends). A run of local
+// handoffs is bounded (WithLocalHandoff, default 8 in a row and 20 ms) so
+// that waiters in other processes get their turn: the release that ends it
+// hands a mutex to the first waiter of its line, or deletes the key, and
+// this Provider's waiters then contend like everyone else's.
+// WithLocalHandoff(0, 0) turns handoffs off.
 //
 // # Keys
 //

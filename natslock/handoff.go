@@ -25,12 +25,12 @@ import (
 // waiter goes on waiting. A waiter's own acquire (expecting a delete
 // marker) and a handoff never both succeed.
 //
-// Fairness: waiters in other processes learn of a release only from the
-// delete marker, which a handoff never writes. So a run is bounded
-// (WithLocalHandoff); the release that ends one deletes the key without
-// waking this Provider's waiters directly: they hear the marker from the
-// watcher, as waiters in other processes do, and all race for the key on
-// equal terms.
+// Fairness: waiters in other processes get the key only from a release
+// that leaves this Provider. So a run is bounded (WithLocalHandoff); the
+// release that ends one hands a mutex to the first waiter of its line
+// (line.go), or deletes the key without waking this Provider's waiters
+// directly: they hear the marker from the watcher, as waiters in other
+// processes do, and all race for the key on equal terms.
 
 // waitLocal is Provider.wait for the primitives that take local handoffs.
 // The caller lines up behind the earlier waiters of this Provider for
@@ -81,7 +81,7 @@ func (l *lease) handOn(ctx context.Context, run kit.Run) (*handle, error) {
 	// Token 0 in the value: the token is this write's revision, as after
 	// an acquire.
 	start := time.Now()
-	v := value{ID: l.p.cfg.identity, Owner: e.owner}
+	v := value{ID: l.p.cfg.identity, Owner: e.owner, Inbox: l.value.Inbox}
 	seq, err := l.p.write(ctx, l.key, v.encode(), rev)
 	if err == nil {
 		e.advance(seq, start)
@@ -95,7 +95,7 @@ func (l *lease) handOn(ctx context.Context, run kit.Run) (*handle, error) {
 	}
 	v.Token = seq
 	next := &lease{p: l.p, name: l.name, key: l.key, watchKey: l.watchKey, e: e, value: v,
-		handoff: true, run: run}
+		handoff: true, line: l.line, run: run}
 	return l.p.grant(next, start), nil
 }
 

@@ -14,68 +14,112 @@ import (
 	"github.com/distlock/distlock/core/kit"
 )
 
-// acquireKey makes one attempt at key: it writes a fresh value expecting the
+// keyTry is one attempt at a key.
+type keyTry struct {
+	name, key string
+	watchKey  string // what this Provider's waiters for key subscribe to
+	owner     string // our owner value ("": a fresh one)
+	// waiting: a waiter woken by a release signal may skip the read.
+	waiting bool
+	// handoff marks the lease's releases as free to hand the key to a
+	// waiter of this Provider (handoff.go): a mutex's key, a semaphore's
+	// slot.
+	handoff bool
+	// line: the key is a mutex with a wait line (line.go): our value names
+	// our inbox, and the grant's hold takes joins.
+	line bool
+
+	held *value // set when the key was found held: its value
+	rev  uint64 // and revision
+}
+
+// acquireKey makes one attempt at key with a fresh owner (see tryKey).
+func (p *Provider) acquireKey(ctx context.Context, name, key, watchKey string, waiting, handoff bool) (core.Handle, time.Duration, error) {
+	return p.tryKey(ctx, &keyTry{name: name, key: key, watchKey: watchKey, waiting: waiting, handoff: handoff})
+}
+
+// tryKey makes one attempt at t.key: it writes our value expecting the
 // hinted revision (0, or a delete marker's revision), and only when that
 // guess is wrong reads the key's latest entry and, if it is free, writes
 // again expecting that entry. So a free key costs one round trip when the
-// guess is right and three when it is not; a held key costs two.
-//
-// handoff marks the lease's releases as free to hand the key to a waiter of
-// this Provider (handoff.go): a mutex's key, a semaphore's slot.
-func (p *Provider) acquireKey(outer context.Context, name, key, watchKey string, waiting, handoff bool) (core.Handle, time.Duration, error) {
+// guess is right and three when it is not; a held key costs two, and sets
+// t.held.
+func (p *Provider) tryKey(outer context.Context, t *keyTry) (core.Handle, time.Duration, error) {
 	if p.isClosed.Load() {
-		return nil, 0, kit.Wrap(backend, "acquire", name, ErrClosed)
+		return nil, 0, kit.Wrap(backend, "acquire", t.name, ErrClosed)
 	}
 	start := time.Now()
-	hint := p.hints.get(key)
 	ctx, cancel := context.WithTimeout(outer, p.cfg.timeout)
 	defer cancel()
-	v := value{ID: p.cfg.identity, Owner: newOwner()}
-	val := v.encode()
-	rev, err := p.write(ctx, key, val, hint)
+	v := value{ID: p.cfg.identity, Owner: t.owner}
+	if v.Owner == "" {
+		v.Owner = newOwner()
+	}
+	if t.line {
+		v.Inbox = p.line.inbox
+		p.line.open(t.key, v.Owner, nil)
+	}
+	rev, retryIn, err := p.writeFree(ctx, t, v.encode())
+	if err != nil {
+		if t.line {
+			p.line.unopen(v.Owner)
+		}
+		if ctx.Err() != nil {
+			// A write may have landed after all: make sure we hold nothing.
+			p.cleanup(ctx, t.key, v.Owner)
+		}
+		if outer.Err() != nil {
+			return nil, 0, kit.Wrap(backend, "acquire", t.name, kit.NotAcquired(outer))
+		}
+		return nil, retryIn, kit.Wrap(backend, "acquire", t.name, err)
+	}
+	v.Token = rev
+	e := &entry{owner: v.Owner, rev: rev, revAt: start}
+	l := &lease{p: p, name: t.name, key: t.key, watchKey: t.watchKey, e: e, value: v, handoff: t.handoff, line: t.line, run: kit.StartRun(start)}
+	return p.grant(l, start), 0, nil
+}
+
+// writeFree is tryKey's writes: it returns the revision of our entry, or
+// an error (busy, with the time the holder's entry has left, or another).
+func (p *Provider) writeFree(ctx context.Context, t *keyTry, val []byte) (uint64, time.Duration, error) {
+	hint := p.hints.get(t.key)
+	rev, err := p.write(ctx, t.key, val, hint)
 	if isWrongSeq(err) && hint != 0 {
-		p.hints.drop(key, hint)
-		if waiting {
+		p.hints.drop(t.key, hint)
+		if t.waiting {
 			// Someone wrote after the release we were woken for: almost
 			// surely a contender that took the lock. Skip the read; the
 			// watcher wakes us at the next release, and if the guess was
 			// wrong the next fallback retry (without a hint) finds out.
-			return nil, 0, kit.Wrap(backend, "acquire", name, kit.Busy("taken by a concurrent acquire"))
+			return 0, 0, kit.Busy("taken by a concurrent acquire")
 		}
 	}
+	if !isWrongSeq(err) {
+		return rev, 0, err
+	}
+	msg, err := p.last(ctx, t.key)
+	switch {
+	case err != nil:
+		return 0, 0, err
+	case msg != nil && !isMarker(msg):
+		if hv, err := decodeValue(msg.Data); err == nil {
+			t.held, t.rev = &hv, msg.Sequence
+			if t.line {
+				p.line.note(t.key, hv)
+			}
+		}
+		return 0, p.retryIn(msg), busy(msg)
+	}
+	var expect uint64
+	if msg != nil {
+		expect = msg.Sequence
+		p.hints.set(t.key, expect)
+	}
+	rev, err = p.write(ctx, t.key, val, expect)
 	if isWrongSeq(err) {
-		var msg *jetstream.RawStreamMsg
-		msg, err = p.last(ctx, key)
-		switch {
-		case err != nil:
-		case msg != nil && !isMarker(msg):
-			return nil, p.retryIn(msg), kit.Wrap(backend, "acquire", name, busy(msg))
-		default:
-			var expect uint64
-			if msg != nil {
-				expect = msg.Sequence
-				p.hints.set(key, expect)
-			}
-			rev, err = p.write(ctx, key, val, expect)
-			if isWrongSeq(err) {
-				return nil, time.Millisecond, kit.Wrap(backend, "acquire", name, kit.Busy("taken by a concurrent acquire"))
-			}
-		}
+		return 0, time.Millisecond, kit.Busy("taken by a concurrent acquire")
 	}
-	if err != nil {
-		if ctx.Err() != nil {
-			// A write may have landed after all: make sure we hold nothing.
-			p.cleanup(ctx, key, v.Owner)
-		}
-		if outer.Err() != nil {
-			return nil, 0, kit.Wrap(backend, "acquire", name, kit.NotAcquired(outer))
-		}
-		return nil, 0, kit.Wrap(backend, "acquire", name, err)
-	}
-	v.Token = rev
-	e := &entry{owner: v.Owner, rev: rev, revAt: start}
-	l := &lease{p: p, name: name, key: key, watchKey: watchKey, e: e, value: v, handoff: handoff, run: kit.StartRun(start)}
-	return p.grant(l, start), 0, nil
+	return rev, 0, err
 }
 
 // grant makes the handle of lease l, whose key the backend held for it at
@@ -143,6 +187,9 @@ type lease struct {
 	// grant's place in a run of such handoffs (handoff.go).
 	handoff bool
 	run     kit.Run
+	// line: a mutex with a wait line (line.go); a release hands the key
+	// to the first waiter of its hold.
+	line bool
 
 	done bool // under e.mu; released: renewals stop
 }
@@ -242,10 +289,11 @@ func (e *entry) settle(ctx context.Context) uint64 {
 }
 
 // release hands the key to a waiter of this Provider when it may
-// (handoff.go), else deletes the key if it still holds our entry. A key that
-// holds someone else's entry (or nothing) is left alone and the release
-// succeeds: there is nothing of ours to free. One round trip, a handoff
-// included; three when it crossed a renewal.
+// (handoff.go), else to the first waiter of its line (line.go), else
+// deletes the key if it still holds our entry. A key that holds someone
+// else's entry (or nothing) is left alone and the release succeeds: there
+// is nothing of ours to free. One round trip, a handoff included; three
+// when it crossed a renewal.
 func (l *lease) release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.p.cfg.timeout)
 	defer cancel()
@@ -264,36 +312,63 @@ func (l *lease) release(ctx context.Context) error {
 			return nil
 		}
 	}
-	rev := l.e.settle(ctx)
-	seq, err := l.p.del(ctx, l.key, rev)
-	if isWrongSeq(err) {
-		rev, err = l.ours(ctx)
-		if err == nil && rev == 0 {
-			l.released()
-			return nil
-		}
-		if err == nil {
-			seq, err = l.p.del(ctx, l.key, rev)
-			if isWrongSeq(err) {
-				l.released()
-				return nil
-			}
-		}
+	if l.line && l.handToLine(ctx) {
+		l.released()
+		return nil
+	}
+	seq, err := l.deleteKey(ctx)
+	if l.line {
+		l.p.line.freed(l.e.owner, seq)
 	}
 	if err != nil {
 		return kit.Wrap(backend, "release", l.name, err)
 	}
-	l.p.hints.set(l.key, seq)
-	if !(l.handoff && !l.p.handoff.Within(l.run) && l.p.watchLive(l.watchKey)) {
-		// Wake this Provider's own waiters now rather than when the
-		// watcher relays the marker. Not at the end of a run of local
-		// handoffs: there our waiters hear the marker from the watcher,
-		// as waiters in other processes do, so that they all race for
-		// the key on equal terms (handoff.go).
-		l.p.notify.Notify(l.watchKey)
+	if seq != 0 {
+		l.p.hints.set(l.key, seq)
+		if !(l.handoff && !l.p.handoff.Within(l.run) && l.p.watchLive(l.watchKey)) {
+			// Wake this Provider's own waiters now rather than when the
+			// watcher relays the marker. Not at the end of a run of local
+			// handoffs: there our waiters hear the marker from the
+			// watcher, as waiters in other processes do, so that they all
+			// race for the key on equal terms (handoff.go).
+			l.p.notify.Notify(l.watchKey)
+		}
 	}
 	l.released()
 	return nil
+}
+
+// handToLine hands the key to the first waiter of our line, after our write
+// in flight, and reports whether it did.
+func (l *lease) handToLine(ctx context.Context) bool {
+	e := l.e
+	if !e.lockIdle(ctx) {
+		return false
+	}
+	rev, end := e.rev, e.startWrite()
+	e.mu.Unlock()
+	defer end()
+	handed, _ := l.p.handOver(ctx, l.key, e.owner, rev)
+	return handed
+}
+
+// deleteKey writes a delete marker on the key if it still holds our entry
+// and returns the marker's revision (0: the key held nothing of ours).
+func (l *lease) deleteKey(ctx context.Context) (uint64, error) {
+	rev := l.e.settle(ctx)
+	seq, err := l.p.del(ctx, l.key, rev)
+	if !isWrongSeq(err) {
+		return seq, err
+	}
+	rev, err = l.ours(ctx)
+	if err != nil || rev == 0 {
+		return 0, err
+	}
+	seq, err = l.p.del(ctx, l.key, rev)
+	if isWrongSeq(err) {
+		return 0, nil
+	}
+	return seq, err
 }
 
 func (l *lease) released() {
@@ -389,4 +464,14 @@ func (l *lease) renewFailed(ctx context.Context, err error) error {
 		return nil // released meanwhile: the keeper drops it anyway
 	}
 	return fmt.Errorf("%w: key %s was deleted, expired or taken", core.ErrLockLost, l.key)
+}
+
+// adopt makes the handle of a grant written for owner by another holder's
+// release: token is the grant's revision, rev the latest revision of our
+// entry, written no earlier than start.
+func (p *Provider) adopt(name, key, owner string, token, rev uint64, start time.Time) *handle {
+	v := value{ID: p.cfg.identity, Owner: owner, Inbox: p.line.inbox, Token: token}
+	e := &entry{owner: owner, rev: rev, revAt: start}
+	l := &lease{p: p, name: name, key: key, watchKey: key, e: e, value: v, handoff: true, line: true, run: kit.StartRun(start)}
+	return p.grant(l, start)
 }

@@ -3,7 +3,6 @@ package natslock
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -20,9 +19,10 @@ import (
 // context ends with core.ErrLockLost when a renewal finds the key deleted,
 // expired or taken, or when the trust window closes without a renewal (a
 // dead server, a partition). Release is one round trip and never deletes
-// another holder's entry; when an Acquire of this Provider waits, it hands
-// the lock over instead, in one write (WithLocalHandoff).
-// The Locker implements core.Inspector.
+// another holder's entry; when an Acquire waits, it hands the lock over
+// instead, in one write: to a waiter of this Provider (WithLocalHandoff),
+// else to the first waiter of the mutex's line (see the package doc,
+// Waiting). The Locker implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
@@ -74,29 +74,29 @@ func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", m.name, kit.NotAcquired(ctx))
 	}
-	h, _, err := m.attempt(false)(ctx)
+	h, _, err := m.p.tryKey(ctx, &keyTry{name: m.name, key: m.key, watchKey: m.key, handoff: true, line: true})
 	return h, err
 }
 
-// Acquire waits until the lock is granted or ctx is done. It wakes when the
-// holder's key is deleted (through a KV watcher) and otherwise retries with
-// a bounded randomized backoff capped by the holder's remaining TTL.
+// Acquire waits until the lock is granted or ctx is done. It joins the
+// holder's wait line (line.go), whose release hands it the lock, and
+// otherwise retries on kit.Backoff.Queued, capped by the holder's remaining
+// TTL.
 func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
-	return m.p.waitLocal(ctx, m.name, m.key, m.attempt(true))
-}
-
-// attempt makes one try; waiting tries may trust the watcher more (see
-// acquireKey).
-func (m *mutex) attempt(waiting bool) kit.Attempt {
-	return func(ctx context.Context) (core.Handle, time.Duration, error) {
-		return m.p.acquireKey(ctx, m.name, m.key, m.key, waiting, true)
+	if ctx.Err() != nil {
+		return nil, kit.Wrap(backend, "acquire", m.name, kit.NotAcquired(ctx))
 	}
+	w := &mutexWait{m: m, owner: newOwner()}
+	m.p.line.expect(m.key, w.owner)
+	h, err := m.p.waitLocal(ctx, m.name, m.key, w.attempt)
+	w.leave(h)
+	return h, err
 }
 
 // wait is Acquire for every primitive. Waiters of one Provider line up
 // behind a local gate per key (kit.Gates); the first in line makes one
 // attempt, then, if the lock is busy, a kit.Wait woken by the watcher of
-// watchKey. When this Provider watches the key already (a hot lock), it
+// watchKey (a mutex: by its line, line.go). When this Provider watches the key already (a hot lock), it
 // subscribes before the first attempt instead, which saves the attempt that
 // kit.Wait would repeat. A primitive that takes local handoffs waits
 // through waitLocal instead.
@@ -122,7 +122,15 @@ func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try kit
 	}
 	wake, unsubscribe := p.notify.Subscribe(watchKey)
 	defer unsubscribe()
-	h, err := kit.Wait(ctx, p.cfg.backoff, wake, try)
+	b := p.cfg.backoff
+	if isMutexKey(watchKey) {
+		// A mutex waiter is woken by its line (line.go): its polls only
+		// recover a lost message, and an attempt that joined no line
+		// shortens the next delay itself.
+		b.Min = max(b.Min, lineRecheck)
+		b.Max = max(b.Max, 4*b.Min)
+	}
+	h, err := kit.Wait(ctx, b, wake, try)
 	if err != nil && ctx.Err() != nil {
 		var ce *core.Error
 		if !errors.As(err, &ce) {

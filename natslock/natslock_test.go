@@ -163,9 +163,10 @@ func TestKeyDeletedByHand(t *testing.T) {
 	require.NoError(t, h.Release(ctx), "releasing a lost handle is harmless")
 }
 
-// A waiter that only the watcher can wake in time: its fallback retry is a
-// minute and the holder's lease, in a bucket with a one-minute TTL, would
-// not expire sooner.
+// A semaphore waiter that only the watcher can wake in time: its fallback
+// retry is a minute and the holder's lease, in a bucket with a one-minute
+// TTL, would not expire sooner. (Mutex waiters are woken by their line:
+// line_test.go.)
 func TestWaiterWakesOnDelete(t *testing.T) {
 	const bucket, ttl = "distlock_test_long", time.Minute
 	slow := kit.Backoff{Min: time.Minute, Max: time.Minute}
@@ -176,32 +177,32 @@ func TestWaiterWakesOnDelete(t *testing.T) {
 	for _, how := range []string{"release", "delete by hand"} {
 		t.Run(how, func(t *testing.T) {
 			name := lockName(t)
-			h, err := holder.Mutex(name).TryAcquire(ctx)
+			h, err := holder.Semaphore(name, 1).TryAcquire(ctx)
 			require.NoError(t, err)
 			defer h.Release(ctx)
 
 			got := make(chan core.Handle, 1)
 			errc := make(chan error, 1)
 			go func() {
-				wh, err := waiter.Mutex(name).Acquire(ctx)
+				wh, err := waiter.Semaphore(name, 1).Acquire(ctx)
 				if err != nil {
 					errc <- err
 					return
 				}
 				got <- wh
 			}()
-			key := h.(*handle).key
+			watchKey := semaphoreKeys(name) + ".*"
 			require.Eventually(t, func() bool {
 				waiter.wmu.Lock()
 				defer waiter.wmu.Unlock()
-				w := waiter.watches[key]
+				w := waiter.watches[watchKey]
 				return w != nil && w.live.Load()
 			}, 10*time.Second, 5*time.Millisecond, "the waiter never started watching")
 
 			if how == "release" {
 				require.NoError(t, h.Release(ctx))
 			} else {
-				require.NoError(t, holder.kv.Delete(ctx, key))
+				require.NoError(t, holder.kv.Delete(ctx, h.(*handle).key))
 			}
 			select {
 			case wh := <-got:

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,8 +80,10 @@ func WithMembersBucket(name string) Option { return func(c *config) { c.membersB
 func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.memberMaxTTL = ttl } }
 
 // WithBackoff sets the fallback retry cadence of a waiting Acquire. Waiters
-// normally wake on the key's delete; the backoff bounds what a missed signal
-// or a silent expiry can cost. Default kit.DefaultBackoff.
+// normally wake on a message of the mutex's line or on the key's delete;
+// the backoff bounds what a missed signal or a silent expiry can cost (a
+// mutex waiter's polls start at 250 ms at least). Default
+// kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
 // WithLogger sets where the Provider reports what happens to its locks
@@ -110,9 +113,9 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // handoffs off). When a holder releases while an Acquire of the same
 // Provider waits, the release passes the key to the waiter with one write
 // that lands only while the key is still ours, where a delete and a new
-// acquire cost two and a watcher delivery. Waiters in other processes only
-// wake on deletes, so the release that ends a run deletes the key and every
-// waiter, this Provider's included, races for it on equal terms. New
+// acquire cost two and a wake-up. The run is bounded so that waiters in
+// other processes get their turn: the release that ends it hands a mutex
+// to the first waiter of its line, or deletes the key. New
 // returns an error matching core.ErrInvalidArgument for a negative max or,
 // with max > 0, a span that is not positive.
 func WithLocalHandoff(max int, span time.Duration) Option {
@@ -134,6 +137,7 @@ type Provider struct {
 	spare   spareKeys
 	gates   kit.Gates
 	handoff kit.Handoffs[*lease, *handle] // local lines and holders (handoff.go)
+	line    line                          // wait lines of mutexes across processes (line.go)
 	probe   *kit.Probe
 
 	wmu      sync.Mutex
@@ -214,6 +218,10 @@ func New(js jetstream.JetStream, opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.line.start(p); err != nil {
+		p.keeper.Close()
+		return nil, fmt.Errorf("natslock: inbox: %w", err)
+	}
 	p.handoff.Limits = cfg.handoff
 	p.handoff.Wake = p.notify.Notify
 	p.notify.OnFirst = p.startWatch
@@ -289,6 +297,7 @@ func (p *Provider) Close() error {
 	for _, w := range ws {
 		w.stop()
 	}
+	p.line.stop()
 	p.keeper.Close()
 	p.wg.Wait()
 	if p.owned != nil {
@@ -326,6 +335,9 @@ type value struct {
 	ID    string `json:"id"`
 	Owner string `json:"owner"` // random per grant: tells our entry from another's
 	Token uint64 `json:"token,omitempty"`
+	// Inbox, in a mutex's value, is the holder's Provider inbox, where
+	// waiters join its line (line.go).
+	Inbox string `json:"inbox,omitempty"`
 }
 
 func (v value) token(rev uint64) uint64 {
@@ -359,6 +371,8 @@ func newOwner() string {
 // kit.SafeName output ([A-Za-z0-9_-]) is valid KV key material and keeps
 // names case-sensitive.
 func mutexKey(name string) string { return "m." + kit.SafeName(name) }
+
+func isMutexKey(key string) bool { return strings.HasPrefix(key, "m.") }
 
 func semaphoreKeys(name string) string { return "s." + kit.SafeName(name) }
 

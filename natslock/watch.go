@@ -52,8 +52,12 @@ func (w *watch) stop() {
 	}
 }
 
-// startWatch is the Notifier's OnFirst.
+// startWatch is the Notifier's OnFirst. Mutex waiters need no watcher:
+// their line wakes them (line.go).
 func (p *Provider) startWatch(key string) {
+	if isMutexKey(key) {
+		return
+	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if p.closed {

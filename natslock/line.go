@@ -1,0 +1,334 @@
+package natslock
+
+import (
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// The wait line of a mutex. A mutex's value names the holder's Provider
+// inbox (a core NATS subject). A waiter in another process that finds the
+// mutex held sends a join to that inbox; the holder's Provider keeps the
+// joins of each grant in arrival order (a hold, keyed by the grant's owner).
+// A release with waiters in its hold does not delete the key: it rewrites
+// it for the first waiter (owner, identity, inbox), expecting the holder's
+// last revision, and then sends that waiter a grant naming the revision,
+// which is the waiter's fencing token, and the rest of the line, which
+// becomes the waiter's hold. So a handover between processes costs one KV
+// write and one core NATS message, and wakes one process; no KV consumer
+// delivers anything, and waiters do not race.
+//
+// What decides who holds the key is still only the KV write: a grant is
+// written expecting the releaser's revision, so it lands only while the key
+// is the releaser's, and a message never grants anything by itself. The
+// messages decide whom a release writes for, and wake that waiter.
+//
+// The heir's trust window starts when it sent the join the releaser acted
+// on (each join carries a number; the grant echoes it): the releaser wrote
+// the grant after it received that join, so the key's age on the server
+// started after that moment.
+//
+// A waiter that gives up asks the holder it joined to take it out of the
+// line, and waits for the answer: either it was still waiting there, or the
+// answer is the grant the holder wrote for it, which the waiter then hands
+// on along the line (or deletes) before its Acquire returns. The holder
+// answers only once a handover to that waiter in flight has ended, so a
+// waiter that gives up never leaves the lock taken behind it.
+//
+// Messages are at most once. A waiter also polls (kit.Backoff.Queued,
+// capped by the holder's remaining TTL): a poll that finds the key written
+// for it confirms the grant with a write of its own, from which its trust
+// window starts, and every poll that finds the key held by another grant
+// joins that grant's line again (the holder keeps the place of a waiter it
+// knows). A grant whose waiter gave up, or that reaches no waiter, is
+// handed on along its line, or the key deleted, by the Provider that
+// received it. A waiter whose process died is written the key all the same
+// when its turn comes: the lock then stays taken until that grant expires,
+// one TTL, as it does when a holder dies.
+//
+// A release that finds no waiter deletes the key and tells every join that
+// arrives afterwards that the key is free, with the delete marker's
+// revision, so the waiter takes it in one round trip.
+
+// Kinds of line messages.
+const (
+	msgJoin  = "join"  // a waiter asks the holder To for a place
+	msgLeave = "leave" // a waiter gives up its place with To
+	msgGrant = "grant" // the key was written for W at Rev; Rest follow
+	msgFree  = "free"  // the key was deleted by a release (marker Rev) or is not held as asked
+)
+
+// maxLine bounds the waiters one hold keeps: later joins are dropped, and
+// those waiters poll.
+const maxLine = 1024
+
+// goneLinger is how long a Provider remembers a waiter that left, to skip
+// its place in a line that was on its way to it.
+const goneLinger = 10 * time.Second
+
+// lineLinger is how long a finished hold is kept to forward the joins that
+// were on their way to it.
+const lineLinger = time.Second
+
+type lineMsg struct {
+	Kind string       `json:"k"`
+	Key  string       `json:"key"`
+	To   string       `json:"to,omitempty"`  // join, leave: the holder's owner
+	Rev  uint64       `json:"rev,omitempty"` // grant: the grant's revision; free: the marker's
+	W    lineWaiter   `json:"w"`
+	Rest []lineWaiter `json:"rest,omitempty"` // grant: the line after W
+}
+
+// lineWaiter is a waiting Acquire as its joins name it.
+type lineWaiter struct {
+	Owner string `json:"o"`
+	ID    string `json:"id"`
+	Inbox string `json:"in"`
+	Seq   int    `json:"n"` // the join's number within the Acquire
+}
+
+// hold is the line of one grant, or of a waiter before its grant, keyed by
+// the grant's owner value.
+type hold struct {
+	key     string
+	waiters []lineWaiter
+	live    bool     // the grant is held here
+	waiting bool     // an Acquire waits under this owner
+	grant   *lineMsg // announced to that Acquire, not taken yet
+	nudged  bool     // that Acquire was told to read the key again
+	unheard bool     // because its last join reached no one
+	passed  uint64   // grants to this owner up to this revision were handed on
+
+	// A handover in flight: the waiter it writes for, and that waiter's
+	// leave request, answered when the handover ends.
+	passing lineWaiter
+	leaving string
+
+	// Finished: joins are forwarded to the heir of the grant gave, or
+	// told the key is free (marker: the delete's revision, 0 unknown).
+	over   time.Time
+	gave   *lineMsg
+	marker uint64
+}
+
+// line is a Provider's side of the wait lines: the holds of its grants and
+// waiters, and the inbox their messages arrive on.
+type line struct {
+	p     *Provider
+	nc    *nats.Conn
+	base  string // the line's subjects: base.> (inbox and replies)
+	inbox string // base.l: where other Providers write to us
+	sub   *nats.Subscription
+
+	mu    sync.Mutex
+	holds map[string]*hold // by owner
+	// gone: waiters that left, by owner, when. A place of theirs still on
+	// its way in a grant's line is skipped.
+	gone  map[string]time.Time
+	swept time.Time // when holdOf last dropped finished holds
+	// last: by key, the latest holder this Provider wrote the key for or
+	// read in it. A waiter joins it without reading the key first.
+	last map[string]value
+}
+
+func (ln *line) start(p *Provider) error {
+	ln.p, ln.nc, ln.base = p, p.js.Conn(), nats.NewInbox()
+	ln.inbox = ln.base + ".l"
+	ln.holds, ln.gone, ln.last = make(map[string]*hold), make(map[string]time.Time), make(map[string]value)
+	sub, err := ln.nc.Subscribe(ln.base+".>", ln.receive)
+	ln.sub = sub
+	return err
+}
+
+func (ln *line) stop() {
+	if ln.sub != nil {
+		_ = ln.sub.Unsubscribe()
+	}
+}
+
+// send publishes m to inbox (with a reply subject when reply is not "").
+// A publish only buffers, so it may be called with mu held.
+func (ln *line) send(inbox, reply string, m lineMsg) {
+	b, _ := json.Marshal(m) // cannot fail: strings and integers
+	_ = ln.nc.PublishMsg(&nats.Msg{Subject: inbox, Reply: reply, Data: b})
+}
+
+// holdOf returns owner's hold, making it; mu is held. It drops the holds
+// that finished more than lineLinger ago.
+func (ln *line) holdOf(key, owner string) *hold {
+	if h, ok := ln.holds[owner]; ok {
+		return h
+	}
+	if now := time.Now(); now.Sub(ln.swept) > lineLinger {
+		ln.swept = now
+		for o, h := range ln.holds {
+			if h.finished() && now.Sub(h.over) > lineLinger {
+				delete(ln.holds, o)
+			}
+		}
+		for o, at := range ln.gone {
+			if now.Sub(at) > goneLinger {
+				delete(ln.gone, o)
+			}
+		}
+	}
+	h := &hold{key: key}
+	ln.holds[owner] = h
+	return h
+}
+
+func (h *hold) finished() bool { return !h.over.IsZero() }
+
+// add puts w in h's line, or, when w is there already, renews its join
+// number in its place.
+func (h *hold) add(w lineWaiter) {
+	for i := range h.waiters {
+		if h.waiters[i].Owner == w.Owner {
+			h.waiters[i] = w
+			return
+		}
+	}
+	if len(h.waiters) < maxLine {
+		h.waiters = append(h.waiters, w)
+	}
+}
+
+// remove takes owner out of h's line and reports whether it was there.
+func (h *hold) remove(owner string) bool {
+	for i := range h.waiters {
+		if h.waiters[i].Owner == owner {
+			h.waiters = append(h.waiters[:i], h.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// replyTo is the reply subject of owner's joins: the server answers a
+// join to a Provider that is gone (no subscription: its process exited)
+// with a no-responders status there.
+func (ln *line) replyTo(owner string) string { return ln.base + ".r." + owner }
+
+// receive handles one message on the line's subjects. It never blocks on
+// I/O.
+func (ln *line) receive(m *nats.Msg) {
+	if owner, ok := strings.CutPrefix(m.Subject, ln.base+".r."); ok {
+		// A join of ours reached no one: read the key again now.
+		ln.wake(owner, 0, true)
+		return
+	}
+	var msg lineMsg
+	if json.Unmarshal(m.Data, &msg) != nil || msg.Key == "" || msg.W.Owner == "" {
+		return
+	}
+	switch msg.Kind {
+	case msgJoin:
+		ln.join(msg, m.Reply)
+	case msgLeave:
+		ln.leave(msg, m.Reply)
+	case msgGrant:
+		ln.granted(msg)
+	case msgFree:
+		ln.wake(msg.W.Owner, msg.Rev, false)
+	}
+}
+
+// wake has owner's waiting Acquire try the key at once, expecting the
+// delete marker rev when it is not 0. unheard: its last join reached no
+// one.
+func (ln *line) wake(owner string, rev uint64, unheard bool) {
+	ln.mu.Lock()
+	h, ok := ln.holds[owner]
+	waiting := ok && h.waiting
+	if waiting {
+		h.nudged = true
+		h.unheard = h.unheard || unheard
+	}
+	ln.mu.Unlock()
+	if !waiting {
+		return
+	}
+	if rev != 0 {
+		ln.p.hints.set(h.key, rev)
+	}
+	ln.p.notify.Notify(h.key)
+}
+
+// join queues a waiter in the hold it asked for, forwards it to the heir of
+// a hold that was handed on, or tells it the key is free.
+func (ln *line) join(msg lineMsg, reply string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[msg.To]
+	switch {
+	case ok && !h.finished():
+		if h.passing.Owner != msg.W.Owner {
+			h.add(msg.W)
+		}
+	case ok && h.gave != nil:
+		if heir := h.gave.W; heir.Owner != msg.W.Owner {
+			msg.To = heir.Owner
+			ln.send(heir.Inbox, reply, msg)
+		}
+	case ok:
+		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgFree, Key: msg.Key, Rev: h.marker, W: msg.W})
+	default:
+		// Not a grant of ours (any more): the waiter reads the key again.
+		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgFree, Key: msg.Key, W: msg.W})
+	}
+}
+
+// leave takes a waiter out of the hold it names and answers reply: "free"
+// when it was not granted the key, or the grant written for it. A handover
+// to it in flight is answered when it ends; a hold handed on forwards the
+// request to its heir.
+func (ln *line) leave(msg lineMsg, reply string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[msg.To]
+	answer := lineMsg{Kind: msgFree, Key: msg.Key, W: msg.W}
+	switch {
+	case ok && h.passing.Owner == msg.W.Owner && reply != "":
+		h.leaving = reply
+		return
+	case ok && h.gave != nil && h.gave.W.Owner == msg.W.Owner:
+		answer = *h.gave
+	case ok && h.gave != nil:
+		msg.To = h.gave.W.Owner
+		ln.send(h.gave.W.Inbox, reply, msg)
+		return
+	case ok:
+		h.remove(msg.W.Owner)
+	}
+	ln.gone[msg.W.Owner] = time.Now()
+	if reply != "" {
+		ln.send(reply, "", answer)
+	}
+}
+
+// granted takes a grant: it is kept for the waiting Acquire, merged into
+// the hold of a grant this Provider found by a poll meanwhile, or, when no
+// one here wants it, handed on.
+func (ln *line) granted(msg lineMsg) {
+	ln.mu.Lock()
+	h, ok := ln.holds[msg.W.Owner]
+	switch {
+	case ok && msg.Rev <= h.passed:
+		ln.mu.Unlock()
+		return
+	case ok && h.waiting:
+		h.grant = &msg
+		ln.mu.Unlock()
+		ln.p.notify.Notify(msg.Key)
+		return
+	case ok && h.live:
+		h.waiters = append(append([]lineWaiter(nil), msg.Rest...), h.waiters...)
+		ln.mu.Unlock()
+		return
+	}
+	ln.mu.Unlock()
+	ln.p.passOnAsync(msg)
+}

@@ -1,0 +1,187 @@
+package natslock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
+	"github.com/distlock/distlock/core/locktest"
+)
+
+// slowPoll makes a waiter's fallback retry a minute, in a bucket whose TTL
+// is a minute: only its line can hand it the lock in time.
+var slowPoll = kit.Backoff{Min: time.Minute, Max: time.Minute}
+
+const lineBucket, lineTTL = "distlock_test_long", time.Minute
+
+// inLine waits until the hold of h's grant has n waiters.
+func inLine(t *testing.T, p *Provider, h core.Handle, n int) {
+	t.Helper()
+	owner := h.(*handle).lease.e.owner
+	require.Eventually(t, func() bool {
+		p.line.mu.Lock()
+		defer p.line.mu.Unlock()
+		hd, ok := p.line.holds[owner]
+		return ok && len(hd.waiters) == n
+	}, 10*time.Second, time.Millisecond, "the waiters never joined the holder's line")
+}
+
+// acquireAsync runs p.Mutex(name).Acquire(ctx) and returns its outcome's
+// channel.
+func acquireAsync(ctx context.Context, p *Provider, name string) <-chan acquired {
+	c := make(chan acquired, 1)
+	go func() {
+		h, err := p.Mutex(name).Acquire(ctx)
+		c <- acquired{h, err}
+	}()
+	return c
+}
+
+type acquired struct {
+	h   core.Handle
+	err error
+}
+
+func await(t *testing.T, c <-chan acquired) acquired {
+	t.Helper()
+	select {
+	case a := <-c:
+		return a
+	case <-time.After(20 * time.Second):
+		t.Fatal("the Acquire did not return")
+	}
+	return acquired{}
+}
+
+// A release hands the mutex to the waiters of other Providers in the order
+// they joined, with one write each: the key is never deleted on the way,
+// each waiter's token is the revision of the write that names it, and no
+// waiter watches the key.
+func TestLineHandsOverInOrder(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	holder := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL))
+	w1 := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL), WithBackoff(slowPoll))
+	w2 := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL), WithBackoff(slowPoll))
+	name := lockName(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	c1 := acquireAsync(ctx, w1, name)
+	inLine(t, holder, h, 1)
+	c2 := acquireAsync(ctx, w2, name)
+	inLine(t, holder, h, 2)
+
+	released := time.Now()
+	require.NoError(t, h.Release(ctx))
+	a1 := await(t, c1)
+	require.NoError(t, a1.err)
+	// The heir's trust window starts at the join the release acted on,
+	// before the release.
+	ls, ok := a1.h.(core.LeaseReporter).Lease()
+	require.True(t, ok)
+	assert.False(t, ls.Renewed.After(released), "trust starts at %v, after the release at %v", ls.Renewed, released)
+	assert.Equal(t, ls.Renewed.Add(lineTTL-lineTTL/10), ls.Deadline)
+	msg, err := holder.last(ctx, mutexKey(name))
+	require.NoError(t, err)
+	require.False(t, isMarker(msg))
+	assert.Equal(t, msg.Sequence, a1.h.FencingToken(), "the token is the revision of the handover's write")
+	assert.Greater(t, a1.h.FencingToken(), h.FencingToken())
+	assert.NoError(t, a1.h.Context().Err())
+
+	select {
+	case a := <-c2:
+		t.Fatalf("the second waiter got the lock before the first released it: %v", a.err)
+	default:
+	}
+	require.NoError(t, a1.h.Release(ctx))
+	a2 := await(t, c2)
+	require.NoError(t, a2.err)
+	assert.Greater(t, a2.h.FencingToken(), a1.h.FencingToken())
+	require.NoError(t, a2.h.Release(ctx))
+
+	for _, p := range []*Provider{w1, w2} {
+		p.wmu.Lock()
+		assert.Empty(t, p.watches, "a mutex waiter started a KV watcher")
+		p.wmu.Unlock()
+	}
+	free, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err, "the last release left the lock held")
+	require.NoError(t, free.Release(ctx))
+}
+
+// A waiter that gives up leaves the holder's line before its Acquire
+// returns, so the release that follows frees the lock.
+func TestLineWaiterGivesUp(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	holder := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL))
+	waiter := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL), WithBackoff(slowPoll))
+	name := lockName(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(ctx)
+	c := acquireAsync(wctx, waiter, name)
+	inLine(t, holder, h, 1)
+	cancel()
+	a := await(t, c)
+	require.ErrorIs(t, a.err, core.ErrNotAcquired)
+	inLine(t, holder, h, 0)
+
+	require.NoError(t, h.Release(ctx))
+	free, err := waiter.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err, "the release handed the lock to a waiter that had left")
+	require.NoError(t, free.Release(ctx))
+}
+
+// A holder written by a Provider without a line (an older release: no
+// inbox in its value) is waited for by polling.
+func TestLineHolderWithoutInbox(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	p := newProvider(t, WithBackoff(kit.Backoff{Min: time.Millisecond, Max: 20 * time.Millisecond}))
+	name := lockName(t)
+	key := mutexKey(name)
+	_, err := p.kv.Create(ctx, key, value{ID: "old", Owner: newOwner()}.encode())
+	require.NoError(t, err)
+	c := acquireAsync(ctx, p, name)
+	select {
+	case a := <-c:
+		t.Fatalf("acquired a held lock: %v", a.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, p.kv.Delete(ctx, key))
+	a := await(t, c)
+	require.NoError(t, a.err)
+	require.NoError(t, a.h.Release(ctx))
+}
+
+// A holder whose Provider is gone (its process exited) keeps the key
+// until it expires. The server answers the waiter's join to it with a
+// no-responders status; the waiter then waits for the expiry, polling,
+// instead of joining and reading the key again at once, round after round.
+func TestLineHolderGone(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	holderJS := connect(t, locktest.RequireEnv(t, "DISTLOCK_NATS_URL"))
+	holder, waiter := newProviderOn(t, holderJS), newProvider(t)
+	name := lockName(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, holder.Close())
+	holderJS.Conn().Close()
+
+	// Every write, read and join goes out on the waiter's connection.
+	sent := func() uint64 { return waiter.js.Conn().Stats().OutMsgs }
+	before := sent()
+	start := time.Now()
+	wh, err := waiter.Mutex(name).Acquire(ctx)
+	require.NoError(t, err)
+	waited := time.Since(start)
+	msgs := sent() - before
+	assert.Greater(t, waited, testTTL/2, "acquired before the holder's key expired")
+	assert.Less(t, waited, testTTL+2*time.Second)
+	assert.Greater(t, wh.FencingToken(), h.FencingToken())
+	require.NoError(t, wh.Release(ctx))
+	assert.Less(t, msgs, uint64(100), "the waiter sent %d messages in %v", msgs, waited)
+}

@@ -1,0 +1,299 @@
+package natslock
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// withdrawTimeout bounds a giving-up waiter's wait for the holder's answer
+// (line.go); past it, a grant written for the waiter meanwhile is handed on
+// when its message arrives.
+const withdrawTimeout = 250 * time.Millisecond
+
+// expect registers a waiting Acquire under owner, before its first try: a
+// grant or a forwarded join for it is kept from then on.
+func (ln *line) expect(key, owner string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.holdOf(key, owner).waiting = true
+}
+
+// take returns the grant announced to owner's Acquire since the last take,
+// or nil.
+func (ln *line) take(owner string) *lineMsg {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		return nil
+	}
+	g := h.grant
+	h.grant = nil
+	return g
+}
+
+// nudged reports whether owner's Acquire was told to read the key again
+// since the last call, and whether because its last join reached no one.
+func (ln *line) nudged(owner string) (nudged, unheard bool) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok || !h.nudged {
+		return false, false
+	}
+	nudged, unheard = h.nudged, h.unheard
+	h.nudged, h.unheard = false, false
+	return nudged, unheard
+}
+
+// quit ends owner's wait and reports whether owner's grant is held here.
+// It returns a grant announced and not taken, which the caller must hand
+// on; one for a grant held here already only adds its line to the hold. A
+// hold that is not held here is finished, and the joins forwarded to it
+// are told to read the key again.
+func (ln *line) quit(owner string) (g *lineMsg, live bool) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		return nil, false
+	}
+	h.waiting = false
+	g, h.grant = h.grant, nil
+	if h.live {
+		if g != nil {
+			h.waiters = append(append([]lineWaiter(nil), g.Rest...), h.waiters...)
+		}
+		return nil, true
+	}
+	ln.finishLocked(h, nil, 0)
+	return g, false
+}
+
+// holding reports whether owner's grant is held here.
+func (ln *line) holding(owner string) bool {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	return ok && h.live
+}
+
+// open marks owner's grant as held here, with rest first in its line: from
+// before the write that may grant it, so that no join to it is turned away.
+func (ln *line) open(key, owner string, rest []lineWaiter) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.openLocked(key, owner, rest)
+}
+
+func (ln *line) openLocked(key, owner string, rest []lineWaiter) *hold {
+	h := ln.holdOf(key, owner)
+	h.live, h.over, h.gave = true, time.Time{}, nil
+	if len(rest) > 0 {
+		h.waiters = append(append([]lineWaiter(nil), rest...), h.waiters...)
+	}
+	return h
+}
+
+// adopt opens the hold of grant g, to hand it on: a later message of the
+// same grant is ignored.
+func (ln *line) adopt(g *lineMsg) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h := ln.openLocked(g.Key, g.W.Owner, g.Rest)
+	h.passed = max(h.passed, g.Rev)
+}
+
+// unopen undoes open after a write that did not grant the key. A waiting
+// Acquire keeps its hold; any other hold is finished.
+func (ln *line) unopen(owner string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		return
+	}
+	h.live = false
+	if !h.waiting {
+		ln.finishLocked(h, nil, 0)
+	}
+}
+
+// next takes the first waiter of owner's line, if any, as the one a
+// handover writes for.
+func (ln *line) next(owner string) (lineWaiter, bool) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok || !h.live {
+		return lineWaiter{}, false
+	}
+	for len(h.waiters) > 0 {
+		w := h.waiters[0]
+		h.waiters = h.waiters[1:]
+		if _, left := ln.gone[w.Owner]; !left && w.Owner != owner {
+			h.passing = w
+			return w, true
+		}
+	}
+	return lineWaiter{}, false
+}
+
+// putBack ends a handover whose write failed: its waiter is back at the
+// head of the line, unless it asked to leave meanwhile.
+func (ln *line) putBack(owner string) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		return
+	}
+	w := h.passing
+	h.passing = lineWaiter{}
+	if h.leaving != "" {
+		ln.send(h.leaving, "", lineMsg{Kind: msgFree, Key: h.key, W: w})
+		h.leaving = ""
+		return
+	}
+	h.waiters = append([]lineWaiter{w}, h.waiters...)
+}
+
+// handed ends a handover whose write landed at rev: the heir gets the
+// grant and the rest of the line (and so does its leave request, if it
+// made one), and owner's hold is finished: later joins go to the heir.
+func (ln *line) handed(owner string, rev uint64) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		return
+	}
+	g := &lineMsg{Kind: msgGrant, Key: h.key, Rev: rev, W: h.passing, Rest: h.waiters}
+	ln.noteLocked(h.key, value{ID: g.W.ID, Owner: g.W.Owner, Inbox: g.W.Inbox})
+	ln.send(g.W.Inbox, "", *g)
+	if h.leaving != "" {
+		ln.send(h.leaving, "", *g)
+	}
+	h.waiters, h.passing, h.leaving = nil, lineWaiter{}, ""
+	ln.finishLocked(h, g, 0)
+}
+
+// freed finishes owner's hold after its release deleted the key (marker:
+// the delete's revision, 0 when unknown).
+func (ln *line) freed(owner string, marker uint64) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if h, ok := ln.holds[owner]; ok {
+		ln.finishLocked(h, nil, marker)
+	}
+}
+
+// finishLocked ends h: whoever is left in its line is told the key is
+// free; mu is held.
+func (ln *line) finishLocked(h *hold, gave *lineMsg, marker uint64) {
+	for _, w := range h.waiters {
+		ln.send(w.Inbox, "", lineMsg{Kind: msgFree, Key: h.key, Rev: marker, W: w})
+	}
+	h.waiters, h.live, h.over, h.gave, h.marker = nil, false, time.Now(), gave, marker
+}
+
+// note records v as the latest holder of key known here.
+func (ln *line) note(key string, v value) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.noteLocked(key, v)
+}
+
+func (ln *line) noteLocked(key string, v value) {
+	if len(ln.last) >= maxHints {
+		clear(ln.last)
+	}
+	ln.last[key] = v
+}
+
+// lastHolder returns the latest holder of key known here, if it has a line
+// and is not of this Provider.
+func (ln *line) lastHolder(key string) (value, bool) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	v, ok := ln.last[key]
+	return v, ok && v.Inbox != "" && v.Inbox != ln.inbox
+}
+
+// sendJoin asks the holder v of key for a place in its line for w.
+func (ln *line) sendJoin(key string, v value, w lineWaiter) {
+	ln.send(v.Inbox, ln.replyTo(w.Owner), lineMsg{Kind: msgJoin, Key: key, To: v.Owner, W: w})
+}
+
+// withdraw takes w out of the line of the holder v of key and returns the
+// grant written for w meanwhile, if the holder answers with one.
+func (ln *line) withdraw(key string, v value, w lineWaiter) *lineMsg {
+	b, _ := json.Marshal(lineMsg{Kind: msgLeave, Key: key, To: v.Owner, W: w})
+	resp, err := ln.nc.Request(v.Inbox, b, withdrawTimeout)
+	if err != nil {
+		return nil
+	}
+	var g lineMsg
+	if json.Unmarshal(resp.Data, &g) != nil || g.Kind != msgGrant || g.W.Owner != w.Owner {
+		return nil
+	}
+	return &g
+}
+
+// handOver writes key, held by owner at rev, for the first waiter of
+// owner's line and sends that waiter its grant. handed is false when the
+// line is empty or the write failed; the waiter is then back at the head.
+func (p *Provider) handOver(ctx context.Context, key, owner string, rev uint64) (handed bool, err error) {
+	heir, ok := p.line.next(owner)
+	if !ok {
+		return false, nil
+	}
+	v := value{ID: heir.ID, Owner: heir.Owner, Inbox: heir.Inbox}
+	seq, err := p.write(ctx, key, v.encode(), rev)
+	if err != nil {
+		p.line.putBack(owner)
+		return false, err
+	}
+	p.line.handed(owner, seq)
+	return true, nil
+}
+
+// passOn frees grant g, which no Acquire here wants (its waiter gave up):
+// it hands the key on along g's line, or deletes it.
+func (p *Provider) passOn(ctx context.Context, g *lineMsg) {
+	owner := g.W.Owner
+	p.line.adopt(g)
+	handed, err := p.handOver(ctx, g.Key, owner, g.Rev)
+	if handed {
+		return
+	}
+	var seq uint64
+	if err == nil {
+		seq, err = p.del(ctx, g.Key, g.Rev)
+	}
+	if err != nil {
+		seq = 0
+	}
+	p.line.freed(owner, seq)
+	if seq != 0 {
+		p.hints.set(g.Key, seq)
+		p.notify.Notify(g.Key)
+	}
+}
+
+// passOnAsync is passOn for the inbox's handler, which must not wait.
+func (p *Provider) passOnAsync(g lineMsg) {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if p.closed {
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.timeout)
+		defer cancel()
+		p.passOn(ctx, &g)
+	}()
+}
