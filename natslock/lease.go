@@ -97,25 +97,33 @@ func (p *Provider) writeFree(ctx context.Context, t *keyTry, val []byte) (uint64
 	if !isWrongSeq(err) {
 		return rev, 0, err
 	}
-	msg, err := p.last(ctx, t.key)
-	switch {
-	case err != nil:
-		return 0, 0, err
-	case msg != nil && !isMarker(msg):
-		if hv, err := decodeValue(msg.Data); err == nil {
-			t.held, t.rev = &hv, msg.Sequence
-			if t.line {
-				p.line.note(t.key, hv)
+	for tries := 1; ; tries++ {
+		var msg *jetstream.RawStreamMsg
+		msg, err = p.last(ctx, t.key)
+		switch {
+		case err != nil:
+			return 0, 0, err
+		case msg != nil && !isMarker(msg):
+			if hv, err := decodeValue(msg.Data); err == nil {
+				t.held, t.rev = &hv, msg.Sequence
+				if t.line {
+					p.line.note(t.key, hv)
+				}
 			}
+			return 0, p.retryIn(msg), busy(msg)
 		}
-		return 0, p.retryIn(msg), busy(msg)
+		var expect uint64
+		if msg != nil {
+			expect = msg.Sequence
+			p.hints.set(t.key, expect)
+		}
+		rev, err = p.write(ctx, t.key, val, expect)
+		// A mutex waiter that lost the race reads once more, to join the
+		// winner's line.
+		if !isWrongSeq(err) || !t.line || tries == 2 {
+			break
+		}
 	}
-	var expect uint64
-	if msg != nil {
-		expect = msg.Sequence
-		p.hints.set(t.key, expect)
-	}
-	rev, err = p.write(ctx, t.key, val, expect)
 	if isWrongSeq(err) {
 		return 0, time.Millisecond, kit.Busy("taken by a concurrent acquire")
 	}

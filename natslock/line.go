@@ -2,6 +2,7 @@ package natslock
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,23 +14,32 @@ import (
 // inbox (a core NATS subject). A waiter in another process that finds the
 // mutex held sends a join to that inbox; the holder's Provider keeps the
 // joins of each grant in arrival order (a hold, keyed by the grant's owner).
+// A waiter that knows the last holder its Provider handed the key to, or
+// read, joins it without reading the key: a finished hold forwards joins to
+// its heir, or says the key is free.
+//
 // A release with waiters in its hold does not delete the key: it rewrites
 // it for the first waiter (owner, identity, inbox), expecting the holder's
-// last revision, and then sends that waiter a grant naming the revision,
-// which is the waiter's fencing token, and the rest of the line, which
-// becomes the waiter's hold. So a handover between processes costs one KV
-// write and one core NATS message, and wakes one process; no KV consumer
-// delivers anything, and waiters do not race.
+// last revision. The write goes out with the waiter's subject as its reply,
+// so the server's acknowledgement (the revision, which is the waiter's
+// fencing token, or the error) goes to the waiter, one hop; alongside, the
+// releaser announces the grant to the waiter, with the rest of the line,
+// which becomes the waiter's hold, and waits for the waiter's answer, the
+// acknowledgement it got. So a handover between processes costs one KV
+// write and a few core NATS messages, and wakes one process; no KV consumer
+// delivers anything, and waiters do not race. Joins that reach the
+// releaser during the handover go on to the heir.
 //
 // What decides who holds the key is still only the KV write: a grant is
 // written expecting the releaser's revision, so it lands only while the key
-// is the releaser's, and a message never grants anything by itself. The
-// messages decide whom a release writes for, and wake that waiter.
+// is the releaser's, and a waiter takes it only on the server's word that
+// it landed. The messages decide whom a release writes for, and wake that
+// waiter.
 //
 // The heir's trust window starts when it sent the join the releaser acted
-// on (each join carries a number; the grant echoes it): the releaser wrote
-// the grant after it received that join, so the key's age on the server
-// started after that moment.
+// on (each join carries a number; the announcement echoes it): the
+// releaser wrote the grant after it received that join, so the key's age
+// on the server started after that moment.
 //
 // A waiter that gives up asks the holder it joined to take it out of the
 // line, and waits for the answer: either it was still waiting there, or the
@@ -38,16 +48,19 @@ import (
 // answers only once a handover to that waiter in flight has ended, so a
 // waiter that gives up never leaves the lock taken behind it.
 //
-// Messages are at most once. A waiter also polls (kit.Backoff.Queued,
-// capped by the holder's remaining TTL): a poll that finds the key written
-// for it confirms the grant with a write of its own, from which its trust
-// window starts, and every poll that finds the key held by another grant
-// joins that grant's line again (the holder keeps the place of a waiter it
-// knows). A grant whose waiter gave up, or that reaches no waiter, is
-// handed on along its line, or the key deleted, by the Provider that
-// received it. A waiter whose process died is written the key all the same
-// when its turn comes: the lock then stays taken until that grant expires,
-// one TTL, as it does when a holder dies.
+// Messages are at most once. A waiter also polls (from lineRecheck, capped
+// by the holder's remaining TTL): a poll that finds the key written for it
+// confirms the grant with a write of its own, from which its trust window
+// starts, and a poll that finds the key held by another grant joins that
+// grant's line again (the holder keeps the place of a waiter it knows).
+// Joins go out with a reply subject of the waiter's, where the server
+// answers "no responders" when the holder's Provider is gone (its process
+// exited): the waiter then reads the key at once, and waits for an expiry
+// rather than join that holder again. A grant whose waiter gave up is
+// handed on along its line, or the key deleted, by the waiter's Provider;
+// one whose waiter's Provider is gone, by the releaser. A waiter whose
+// process hangs while its turn comes keeps the lock until its grant
+// expires, one TTL, as a holder that hangs does.
 //
 // A release that finds no waiter deletes the key and tells every join that
 // arrives afterwards that the key is free, with the delete marker's
@@ -57,7 +70,7 @@ import (
 const (
 	msgJoin  = "join"  // a waiter asks the holder To for a place
 	msgLeave = "leave" // a waiter gives up its place with To
-	msgGrant = "grant" // the key was written for W at Rev; Rest follow
+	msgGrant = "grant" // the key is written for W (at Rev, once known); Rest follow
 	msgFree  = "free"  // the key was deleted by a release (marker Rev) or is not held as asked
 )
 
@@ -102,16 +115,40 @@ type hold struct {
 	unheard bool     // because its last join reached no one
 	passed  uint64   // grants to this owner up to this revision were handed on
 
-	// A handover in flight: the waiter it writes for, and that waiter's
-	// leave request, answered when the handover ends.
-	passing lineWaiter
-	leaving string
+	// A handover in flight: the waiter it writes for, the line announced
+	// to it, and the leave requests of either, settled when it ends.
+	passing   lineWaiter
+	announced []lineWaiter
+	leaves    []leaveReq
+
+	// A grant to this owner being assembled: its announcement (and the
+	// releaser's request to answer) and the server's acknowledgement of
+	// the write, which come apart and in either order.
+	ann      *lineMsg
+	annReply string
+	ack      *pubAck
 
 	// Finished: joins are forwarded to the heir of the grant gave, or
 	// told the key is free (marker: the delete's revision, 0 unknown).
 	over   time.Time
 	gave   *lineMsg
 	marker uint64
+}
+
+// leaveReq is a leave request held until a handover ends.
+type leaveReq struct {
+	msg   lineMsg
+	reply string
+}
+
+// pubAck is JetStream's answer to a write, sent to the heir (line.go).
+type pubAck struct {
+	Seq   uint64 `json:"seq"`
+	Error *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error,omitempty"`
 }
 
 // line is a Provider's side of the wait lines: the holds of its grants and
@@ -196,6 +233,21 @@ func (h *hold) add(w lineWaiter) {
 	}
 }
 
+// prepend puts ws at the head of h's line, in order, dropping their
+// places further back.
+func (h *hold) prepend(ws []lineWaiter) {
+	if len(ws) == 0 {
+		return
+	}
+	merged := append([]lineWaiter(nil), ws...)
+	for _, w := range h.waiters {
+		if !slices.ContainsFunc(ws, func(x lineWaiter) bool { return x.Owner == w.Owner }) {
+			merged = append(merged, w)
+		}
+	}
+	h.waiters = merged
+}
+
 // remove takes owner out of h's line and reports whether it was there.
 func (h *hold) remove(owner string) bool {
 	for i := range h.waiters {
@@ -220,6 +272,13 @@ func (ln *line) receive(m *nats.Msg) {
 		ln.wake(owner, 0, true)
 		return
 	}
+	if owner, ok := strings.CutPrefix(m.Subject, ln.base+".a."); ok {
+		var a pubAck
+		if json.Unmarshal(m.Data, &a) == nil && (a.Seq != 0 || a.Error != nil) {
+			ln.assemble(owner, nil, "", &a)
+		}
+		return
+	}
 	var msg lineMsg
 	if json.Unmarshal(m.Data, &msg) != nil || msg.Key == "" || msg.W.Owner == "" {
 		return
@@ -230,7 +289,7 @@ func (ln *line) receive(m *nats.Msg) {
 	case msgLeave:
 		ln.leave(msg, m.Reply)
 	case msgGrant:
-		ln.granted(msg)
+		ln.assemble(msg.W.Owner, &msg, m.Reply, nil)
 	case msgFree:
 		ln.wake(msg.W.Owner, msg.Rev, false)
 	}
@@ -264,10 +323,14 @@ func (ln *line) join(msg lineMsg, reply string) {
 	defer ln.mu.Unlock()
 	h, ok := ln.holds[msg.To]
 	switch {
-	case ok && !h.finished():
-		if h.passing.Owner != msg.W.Owner {
-			h.add(msg.W)
+	case ok && h.passing.Owner != "":
+		// A handover is under way: the line goes on with its heir.
+		if heir := h.passing; heir.Owner != msg.W.Owner {
+			msg.To = heir.Owner
+			ln.send(heir.Inbox, reply, msg)
 		}
+	case ok && !h.finished():
+		h.add(msg.W)
 	case ok && h.gave != nil:
 		if heir := h.gave.W; heir.Owner != msg.W.Owner {
 			msg.To = heir.Owner
@@ -291,8 +354,8 @@ func (ln *line) leave(msg lineMsg, reply string) {
 	h, ok := ln.holds[msg.To]
 	answer := lineMsg{Kind: msgFree, Key: msg.Key, W: msg.W}
 	switch {
-	case ok && h.passing.Owner == msg.W.Owner && reply != "":
-		h.leaving = reply
+	case ok && h.handing(msg.W.Owner):
+		h.leaves = append(h.leaves, leaveReq{msg, reply})
 		return
 	case ok && h.gave != nil && h.gave.W.Owner == msg.W.Owner:
 		answer = *h.gave
@@ -307,6 +370,52 @@ func (ln *line) leave(msg lineMsg, reply string) {
 	if reply != "" {
 		ln.send(reply, "", answer)
 	}
+}
+
+// handing reports whether a handover in flight announced owner, as heir or
+// in the line.
+func (h *hold) handing(owner string) bool {
+	return h.passing.Owner != "" && (h.passing.Owner == owner ||
+		slices.ContainsFunc(h.announced, func(w lineWaiter) bool { return w.Owner == owner }))
+}
+
+// assemble adds a grant's announcement or the acknowledgement of its write
+// (whichever came) to owner's hold. Once it has both it answers the
+// releaser, and a grant that landed is taken as granted takes it. The
+// announcement names the key, the join the releaser acted on and the rest
+// of the line; the acknowledgement, from the server, says whether the
+// write landed and at which revision.
+func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck) {
+	ln.mu.Lock()
+	h, ok := ln.holds[owner]
+	if !ok {
+		// A grant for no one here (a waiter that left long ago): kept
+		// only until it is handed on, or for lineLinger.
+		h = ln.holdOf("", owner)
+		h.over = time.Now()
+	}
+	if ann != nil {
+		h.ann, h.annReply = ann, reply
+		h.key = ann.Key
+	}
+	if ack != nil {
+		h.ack = ack
+	}
+	if h.ann == nil || h.ack == nil {
+		ln.mu.Unlock()
+		return
+	}
+	g, a, reply := *h.ann, h.ack, h.annReply
+	h.ann, h.ack, h.annReply = nil, nil, ""
+	ln.mu.Unlock()
+	if a.Error != nil || a.Seq == 0 {
+		ln.send(reply, "", lineMsg{Kind: msgFree, Key: g.Key, W: g.W})
+		ln.wake(owner, 0, false)
+		return
+	}
+	g.Rev = a.Seq
+	ln.send(reply, "", g)
+	ln.granted(g)
 }
 
 // granted takes a grant: it is kept for the waiting Acquire, merged into
@@ -325,7 +434,7 @@ func (ln *line) granted(msg lineMsg) {
 		ln.p.notify.Notify(msg.Key)
 		return
 	case ok && h.live:
-		h.waiters = append(append([]lineWaiter(nil), msg.Rest...), h.waiters...)
+		h.prepend(msg.Rest)
 		ln.mu.Unlock()
 		return
 	}

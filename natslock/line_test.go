@@ -185,3 +185,28 @@ func TestLineHolderGone(t *testing.T) {
 	require.NoError(t, wh.Release(ctx))
 	assert.Less(t, msgs, uint64(100), "the waiter sent %d messages in %v", msgs, waited)
 }
+
+// A waiter whose process exits while it waits in the line: the release
+// that comes to it finds no one to answer, hands the lock on in its stead
+// (here: frees it), and the lock does not wait for the grant to expire.
+func TestLineHeirGone(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	url := locktest.RequireEnv(t, "DISTLOCK_NATS_URL")
+	holder := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL))
+	heirJS := connect(t, url)
+	heir := newProviderOn(t, heirJS, WithBucket(lineBucket), WithTTL(lineTTL))
+	name := lockName(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	c := acquireAsync(ctx, heir, name)
+	inLine(t, holder, h, 1)
+	heirJS.Conn().Close()
+	a := await(t, c)
+	require.Error(t, a.err, "the waiter got the lock over a closed connection")
+
+	require.NoError(t, h.Release(ctx))
+	free, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err, "the lock was left to the gone waiter")
+	assert.Greater(t, free.FencingToken(), h.FencingToken()+1, "the key was not handed to the waiter first")
+	require.NoError(t, free.Release(ctx))
+}

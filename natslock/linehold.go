@@ -3,7 +3,13 @@ package natslock
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // withdrawTimeout bounds a giving-up waiter's wait for the holder's answer
@@ -63,7 +69,7 @@ func (ln *line) quit(owner string) (g *lineMsg, live bool) {
 	g, h.grant = h.grant, nil
 	if h.live {
 		if g != nil {
-			h.waiters = append(append([]lineWaiter(nil), g.Rest...), h.waiters...)
+			h.prepend(g.Rest)
 		}
 		return nil, true
 	}
@@ -90,9 +96,7 @@ func (ln *line) open(key, owner string, rest []lineWaiter) {
 func (ln *line) openLocked(key, owner string, rest []lineWaiter) *hold {
 	h := ln.holdOf(key, owner)
 	h.live, h.over, h.gave = true, time.Time{}, nil
-	if len(rest) > 0 {
-		h.waiters = append(append([]lineWaiter(nil), rest...), h.waiters...)
-	}
+	h.prepend(rest)
 	return h
 }
 
@@ -121,27 +125,28 @@ func (ln *line) unopen(owner string) {
 }
 
 // next takes the first waiter of owner's line, if any, as the one a
-// handover writes for.
-func (ln *line) next(owner string) (lineWaiter, bool) {
+// handover writes for, and the rest of the line, announced to it.
+func (ln *line) next(owner string) (lineWaiter, []lineWaiter, bool) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	h, ok := ln.holds[owner]
 	if !ok || !h.live {
-		return lineWaiter{}, false
+		return lineWaiter{}, nil, false
 	}
 	for len(h.waiters) > 0 {
 		w := h.waiters[0]
 		h.waiters = h.waiters[1:]
 		if _, left := ln.gone[w.Owner]; !left && w.Owner != owner {
-			h.passing = w
-			return w, true
+			h.passing, h.announced, h.waiters = w, h.waiters, nil
+			return w, h.announced, true
 		}
 	}
-	return lineWaiter{}, false
+	return lineWaiter{}, nil, false
 }
 
-// putBack ends a handover whose write failed: its waiter is back at the
-// head of the line, unless it asked to leave meanwhile.
+// putBack ends a handover whose write failed: its waiter and the line
+// announced to it are back at the head, but for those that asked to leave
+// meanwhile, who are told the key did not come to them.
 func (ln *line) putBack(owner string) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
@@ -149,19 +154,21 @@ func (ln *line) putBack(owner string) {
 	if !ok {
 		return
 	}
-	w := h.passing
-	h.passing = lineWaiter{}
-	if h.leaving != "" {
-		ln.send(h.leaving, "", lineMsg{Kind: msgFree, Key: h.key, W: w})
-		h.leaving = ""
-		return
+	h.prepend(append([]lineWaiter{h.passing}, h.announced...))
+	for _, l := range h.leaves {
+		h.remove(l.msg.W.Owner)
+		ln.gone[l.msg.W.Owner] = time.Now()
+		if l.reply != "" {
+			ln.send(l.reply, "", lineMsg{Kind: msgFree, Key: h.key, W: l.msg.W})
+		}
 	}
-	h.waiters = append([]lineWaiter{w}, h.waiters...)
+	h.passing, h.announced, h.leaves = lineWaiter{}, nil, nil
 }
 
-// handed ends a handover whose write landed at rev: the heir gets the
-// grant and the rest of the line (and so does its leave request, if it
-// made one), and owner's hold is finished: later joins go to the heir.
+// handed ends a handover whose write landed at rev: owner's hold is
+// finished, and what came for it meanwhile goes to the heir (joins, and
+// leave requests of the announced line); the heir's own leave request is
+// answered with its grant.
 func (ln *line) handed(owner string, rev uint64) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
@@ -169,13 +176,23 @@ func (ln *line) handed(owner string, rev uint64) {
 	if !ok {
 		return
 	}
-	g := &lineMsg{Kind: msgGrant, Key: h.key, Rev: rev, W: h.passing, Rest: h.waiters}
-	ln.noteLocked(h.key, value{ID: g.W.ID, Owner: g.W.Owner, Inbox: g.W.Inbox})
-	ln.send(g.W.Inbox, "", *g)
-	if h.leaving != "" {
-		ln.send(h.leaving, "", *g)
+	heir := h.passing
+	g := &lineMsg{Kind: msgGrant, Key: h.key, Rev: rev, W: heir, Rest: h.announced}
+	ln.noteLocked(h.key, value{ID: heir.ID, Owner: heir.Owner, Inbox: heir.Inbox})
+	for _, w := range h.waiters {
+		ln.send(heir.Inbox, "", lineMsg{Kind: msgJoin, Key: h.key, To: heir.Owner, W: w})
 	}
-	h.waiters, h.passing, h.leaving = nil, lineWaiter{}, ""
+	for _, l := range h.leaves {
+		if l.msg.W.Owner == heir.Owner {
+			if l.reply != "" {
+				ln.send(l.reply, "", *g)
+			}
+			continue
+		}
+		l.msg.To = heir.Owner
+		ln.send(heir.Inbox, l.reply, l.msg)
+	}
+	h.waiters, h.passing, h.announced, h.leaves = nil, lineWaiter{}, nil, nil
 	ln.finishLocked(h, g, 0)
 }
 
@@ -242,21 +259,77 @@ func (ln *line) withdraw(key string, v value, w lineWaiter) *lineMsg {
 }
 
 // handOver writes key, held by owner at rev, for the first waiter of
-// owner's line and sends that waiter its grant. handed is false when the
-// line is empty or the write failed; the waiter is then back at the head.
+// owner's line. The server acknowledges the write to that waiter (it is
+// published with the waiter's subject as its reply), while the releaser
+// announces the grant to it, with the rest of the line, and waits for its
+// answer: so the heir takes the key one server hop after the write, not
+// two. handed is false when the line is empty or the write did not land;
+// the waiter is then back at the head.
 func (p *Provider) handOver(ctx context.Context, key, owner string, rev uint64) (handed bool, err error) {
-	heir, ok := p.line.next(owner)
+	heir, rest, ok := p.line.next(owner)
 	if !ok {
 		return false, nil
 	}
-	v := value{ID: heir.ID, Owner: heir.Owner, Inbox: heir.Inbox}
-	seq, err := p.write(ctx, key, v.encode(), rev)
-	if err != nil {
+	seq, err := p.grantTo(ctx, key, rev, heir, rest)
+	if seq == 0 {
 		p.line.putBack(owner)
 		return false, err
 	}
 	p.line.handed(owner, seq)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// The heir's Provider is gone, and with it what the server and we
+		// sent it: we hand its grant on in its stead. Were it back, it
+		// could only take the key with a confirming write, which fails
+		// once the key moved on.
+		p.passOn(ctx, &lineMsg{Kind: msgGrant, Key: key, Rev: seq, W: heir, Rest: rest})
+	}
 	return true, nil
+}
+
+// grantTo writes key for heir, expecting rev, and returns the revision of
+// the write, as the heir reports it. When the heir does not answer, the key
+// says whether the write landed: seq is then its revision, and err why the
+// heir did not answer.
+func (p *Provider) grantTo(ctx context.Context, key string, rev uint64, heir lineWaiter, rest []lineWaiter) (uint64, error) {
+	if err := p.connected(ctx); err != nil {
+		return 0, err
+	}
+	v := value{ID: heir.ID, Owner: heir.Owner, Inbox: heir.Inbox}
+	w := &nats.Msg{Subject: p.prefix + key, Reply: ackTo(heir), Data: v.encode(), Header: nats.Header{}}
+	w.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
+	if err := p.line.nc.PublishMsg(w); err != nil {
+		return 0, err
+	}
+	b, _ := json.Marshal(lineMsg{Kind: msgGrant, Key: key, W: heir, Rest: rest})
+	resp, err := p.line.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: heir.Inbox, Data: b})
+	var ans lineMsg
+	switch {
+	case err == nil && json.Unmarshal(resp.Data, &ans) == nil && ans.Kind == msgGrant && ans.Rev != 0:
+		return ans.Rev, nil
+	case err == nil:
+		return 0, errNotHanded
+	}
+	// No answer: the heir's Provider is gone or slow. The key tells
+	// whether the write landed.
+	msg, rerr := p.last(ctx, key)
+	if rerr != nil {
+		return 0, err
+	}
+	if msg != nil && !isMarker(msg) {
+		if hv, derr := decodeValue(msg.Data); derr == nil && hv.Owner == heir.Owner {
+			return msg.Sequence, err
+		}
+	}
+	return 0, err
+}
+
+// errNotHanded: the heir reports that the handover's write did not land.
+var errNotHanded = errors.New("natslock: the handover's write did not land")
+
+// ackTo is the subject where heir hears the server acknowledge the write
+// of its grant: under its Provider's line subjects (its inbox is base.l).
+func ackTo(heir lineWaiter) string {
+	return strings.TrimSuffix(heir.Inbox, ".l") + ".a." + heir.Owner
 }
 
 // passOn frees grant g, which no Acquire here wants (its waiter gave up):
