@@ -55,7 +55,8 @@
 // out of the line and hands on a grant written for it meanwhile before its
 // Acquire returns. A mutex waiter polls only to recover a lost message or
 // an expired key (WithBackoff, from 250 ms at least). A holder written by
-// an older natslock, without an inbox, is waited for by polling, and its
+// an older natslock, without an inbox, is waited for by polling (from
+// 20 ms at most), and its
 // release deletes the key; older waiters get a held mutex only once the
 // line is empty (line.go has the protocol).
 //

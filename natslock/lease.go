@@ -43,7 +43,8 @@ func (p *Provider) acquireKey(ctx context.Context, name, key, watchKey string, w
 // guess is wrong reads the key's latest entry and, if it is free, writes
 // again expecting that entry. So a free key costs one round trip when the
 // guess is right and three when it is not; a held key costs two, and sets
-// t.held.
+// t.held. A mutex waiter that loses the race for a freed key reads it once
+// more, to join the winner's line: up to five.
 func (p *Provider) tryKey(outer context.Context, t *keyTry) (core.Handle, time.Duration, error) {
 	if p.isClosed.Load() {
 		return nil, 0, kit.Wrap(backend, "acquire", t.name, ErrClosed)
@@ -320,7 +321,7 @@ func (l *lease) release(ctx context.Context) error {
 			return nil
 		}
 	}
-	if l.line && l.handToLine(ctx) {
+	if l.line && !l.lost() && l.handToLine(ctx) {
 		l.released()
 		return nil
 	}

@@ -46,7 +46,9 @@ import (
 // answer is the grant the holder wrote for it, which the waiter then hands
 // on along the line (or deletes) before its Acquire returns. The holder
 // answers only once a handover to that waiter in flight has ended, so a
-// waiter that gives up never leaves the lock taken behind it.
+// waiter that gives up leaves the lock taken behind it only when the
+// holder does not answer within withdrawTimeout: the grant is then handed
+// on when its messages reach the waiter's Provider.
 //
 // Messages are at most once. A waiter also polls (from lineRecheck, capped
 // by the holder's remaining TTL): a poll that finds the key written for it
@@ -64,14 +66,19 @@ import (
 //
 // A release that finds no waiter deletes the key and tells every join that
 // arrives afterwards that the key is free, with the delete marker's
-// revision, so the waiter takes it in one round trip.
+// revision, so the waiter takes it in one round trip. A join to a grant
+// that is not held at its Provider, with no delete to point to (the
+// delete failed, or the hold is forgotten), is answered "none": the
+// waiter reads the key, and waits for it to expire if it still names that
+// grant.
 
 // Kinds of line messages.
 const (
 	msgJoin  = "join"  // a waiter asks the holder To for a place
 	msgLeave = "leave" // a waiter gives up its place with To
 	msgGrant = "grant" // the key is written for W (at Rev, once known); Rest follow
-	msgFree  = "free"  // the key was deleted by a release (marker Rev) or is not held as asked
+	msgFree  = "free"  // the key was deleted by a release (marker Rev), or a handover to W failed
+	msgNone  = "none"  // the holder W joined holds nothing at its Provider
 )
 
 // maxLine bounds the waiters one hold keeps: later joins are dropped, and
@@ -93,6 +100,10 @@ type lineMsg struct {
 	Rev  uint64       `json:"rev,omitempty"` // grant: the grant's revision; free: the marker's
 	W    lineWaiter   `json:"w"`
 	Rest []lineWaiter `json:"rest,omitempty"` // grant: the line after W
+	// An announced grant: the revision its write expects, and the nonce
+	// that names the write's acknowledgement.
+	Expect uint64 `json:"exp,omitempty"`
+	Nonce  string `json:"nonce,omitempty"`
 }
 
 // lineWaiter is a waiting Acquire as its joins name it.
@@ -123,10 +134,13 @@ type hold struct {
 
 	// A grant to this owner being assembled: its announcement (and the
 	// releaser's request to answer) and the server's acknowledgement of
-	// the write, which come apart and in either order.
+	// the write, which come apart and in either order; they belong
+	// together when their nonces match. A later half of another grant
+	// replaces an unmatched one.
 	ann      *lineMsg
 	annReply string
 	ack      *pubAck
+	ackNonce string
 
 	// Finished: joins are forwarded to the heir of the grant gave, or
 	// told the key is free (marker: the delete's revision, 0 unknown).
@@ -187,7 +201,9 @@ func (ln *line) stop() {
 }
 
 // send publishes m to inbox (with a reply subject when reply is not "").
-// A publish only buffers, so it may be called with mu held.
+// A publish does not wait for the server (it only blocks while the
+// connection's outgoing buffer flushes), so send may be called with mu
+// held.
 func (ln *line) send(inbox, reply string, m lineMsg) {
 	b, _ := json.Marshal(m) // cannot fail: strings and integers
 	_ = ln.nc.PublishMsg(&nats.Msg{Subject: inbox, Reply: reply, Data: b})
@@ -272,10 +288,11 @@ func (ln *line) receive(m *nats.Msg) {
 		ln.wake(owner, 0, true)
 		return
 	}
-	if owner, ok := strings.CutPrefix(m.Subject, ln.base+".a."); ok {
+	if rest, ok := strings.CutPrefix(m.Subject, ln.base+".a."); ok {
 		var a pubAck
-		if json.Unmarshal(m.Data, &a) == nil && (a.Seq != 0 || a.Error != nil) {
-			ln.assemble(owner, nil, "", &a)
+		owner, nonce, ok := strings.Cut(rest, ".")
+		if ok && json.Unmarshal(m.Data, &a) == nil && (a.Seq != 0 || a.Error != nil) {
+			ln.assemble(owner, nil, "", &a, nonce)
 		}
 		return
 	}
@@ -289,9 +306,11 @@ func (ln *line) receive(m *nats.Msg) {
 	case msgLeave:
 		ln.leave(msg, m.Reply)
 	case msgGrant:
-		ln.assemble(msg.W.Owner, &msg, m.Reply, nil)
+		ln.assemble(msg.W.Owner, &msg, m.Reply, nil, "")
 	case msgFree:
 		ln.wake(msg.W.Owner, msg.Rev, false)
+	case msgNone:
+		ln.wake(msg.W.Owner, 0, true)
 	}
 }
 
@@ -302,18 +321,20 @@ func (ln *line) wake(owner string, rev uint64, unheard bool) {
 	ln.mu.Lock()
 	h, ok := ln.holds[owner]
 	waiting := ok && h.waiting
+	var key string
 	if waiting {
 		h.nudged = true
 		h.unheard = h.unheard || unheard
+		key = h.key
 	}
 	ln.mu.Unlock()
 	if !waiting {
 		return
 	}
 	if rev != 0 {
-		ln.p.hints.set(h.key, rev)
+		ln.p.hints.set(key, rev)
 	}
-	ln.p.notify.Notify(h.key)
+	ln.p.notify.Notify(key)
 }
 
 // join queues a waiter in the hold it asked for, forwards it to the heir of
@@ -336,11 +357,13 @@ func (ln *line) join(msg lineMsg, reply string) {
 			msg.To = heir.Owner
 			ln.send(heir.Inbox, reply, msg)
 		}
-	case ok:
+	case ok && h.marker != 0:
 		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgFree, Key: msg.Key, Rev: h.marker, W: msg.W})
 	default:
-		// Not a grant of ours (any more): the waiter reads the key again.
-		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgFree, Key: msg.Key, W: msg.W})
+		// Not a grant held here, and no delete of ours to point to: the
+		// key, if it still names this grant, stays taken until it
+		// expires. The waiter reads it, and does not join it again.
+		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgNone, Key: msg.Key, W: msg.W})
 	}
 }
 
@@ -385,7 +408,7 @@ func (h *hold) handing(owner string) bool {
 // announcement names the key, the join the releaser acted on and the rest
 // of the line; the acknowledgement, from the server, says whether the
 // write landed and at which revision.
-func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck) {
+func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck, nonce string) {
 	ln.mu.Lock()
 	h, ok := ln.holds[owner]
 	if !ok {
@@ -399,16 +422,16 @@ func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck) 
 		h.key = ann.Key
 	}
 	if ack != nil {
-		h.ack = ack
+		h.ack, h.ackNonce = ack, nonce
 	}
-	if h.ann == nil || h.ack == nil {
+	if h.ann == nil || h.ack == nil || h.ann.Nonce != h.ackNonce {
 		ln.mu.Unlock()
 		return
 	}
 	g, a, reply := *h.ann, h.ack, h.annReply
-	h.ann, h.ack, h.annReply = nil, nil, ""
+	h.ann, h.ack, h.annReply, h.ackNonce = nil, nil, "", ""
 	ln.mu.Unlock()
-	if a.Error != nil || a.Seq == 0 {
+	if a.Error != nil || a.Seq <= g.Expect {
 		ln.send(reply, "", lineMsg{Kind: msgFree, Key: g.Key, W: g.W})
 		ln.wake(owner, 0, false)
 		return

@@ -210,3 +210,47 @@ func TestLineHeirGone(t *testing.T) {
 	assert.Greater(t, free.FencingToken(), h.FencingToken()+1, "the key was not handed to the waiter first")
 	require.NoError(t, free.Release(ctx))
 }
+
+// A grant is taken only when its announcement and the acknowledgement of
+// its write belong together: an acknowledgement left from another
+// handover (its announcement lost) is not paired with a later one.
+func TestLineGrantHalvesPairByNonce(t *testing.T) {
+	p := newProvider(t)
+	ln := &p.line
+	key, owner := mutexKey(lockName(t)), newOwner()
+	ln.expect(key, owner)
+	w := lineWaiter{Owner: owner, ID: "w", Inbox: ln.inbox, Seq: 1}
+	ln.assemble(owner, nil, "", &pubAck{Seq: 5}, "stale")
+	ln.assemble(owner, &lineMsg{Kind: msgGrant, Key: key, W: w, Expect: 9, Nonce: "fresh"}, "", nil, "")
+	assert.Nil(t, ln.take(owner), "a stale acknowledgement completed a later announcement")
+	ln.assemble(owner, nil, "", &pubAck{Seq: 10}, "fresh")
+	g := ln.take(owner)
+	require.NotNil(t, g)
+	assert.Equal(t, uint64(10), g.Rev)
+	g2, _ := ln.quit(owner)
+	assert.Nil(t, g2)
+}
+
+// A join to a holder whose release could not delete the key (its context
+// was done) is answered "none": the waiter waits for the key to expire
+// instead of reading it and joining again at once.
+func TestLineHolderReleaseFailed(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	holder, waiter := newProvider(t), newProvider(t)
+	name := lockName(t)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, h.Release(done), "a release with a done context deleted the key")
+
+	sent := func() uint64 { return waiter.js.Conn().Stats().OutMsgs }
+	before := sent()
+	start := time.Now()
+	wh, err := waiter.Mutex(name).Acquire(ctx)
+	require.NoError(t, err)
+	waited, msgs := time.Since(start), sent()-before
+	assert.Greater(t, waited, testTTL/2, "acquired before the holder's key expired")
+	require.NoError(t, wh.Release(ctx))
+	assert.Less(t, msgs, uint64(100), "the waiter sent %d messages in %v", msgs, waited)
+}

@@ -4,13 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/distlock/distlock/core/kit"
 )
+
+// answerTimeout bounds a release's wait for its heir's answer; past it,
+// the key tells whether the handover's write landed.
+const answerTimeout = time.Second
 
 // withdrawTimeout bounds a giving-up waiter's wait for the holder's answer
 // (line.go); past it, a grant written for the waiter meanwhile is handed on
@@ -77,6 +84,16 @@ func (ln *line) quit(owner string) (g *lineMsg, live bool) {
 	return g, false
 }
 
+// requeue puts rest at the head of waiting owner's line, whose grant is
+// not held yet.
+func (ln *line) requeue(owner string, rest []lineWaiter) {
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	if h, ok := ln.holds[owner]; ok {
+		h.prepend(rest)
+	}
+}
+
 // holding reports whether owner's grant is held here.
 func (ln *line) holding(owner string) bool {
 	ln.mu.Lock()
@@ -100,13 +117,18 @@ func (ln *line) openLocked(key, owner string, rest []lineWaiter) *hold {
 	return h
 }
 
-// adopt opens the hold of grant g, to hand it on: a later message of the
-// same grant is ignored.
-func (ln *line) adopt(g *lineMsg) {
+// adopt opens the hold of grant g, to hand it on, and reports whether g
+// was not handed on already: a later message of the same grant is
+// ignored.
+func (ln *line) adopt(g *lineMsg) bool {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
+	if h, ok := ln.holds[g.W.Owner]; ok && g.Rev <= h.passed {
+		return false
+	}
 	h := ln.openLocked(g.Key, g.W.Owner, g.Rest)
-	h.passed = max(h.passed, g.Rev)
+	h.passed = g.Rev
+	return true
 }
 
 // unopen undoes open after a write that did not grant the key. A waiting
@@ -130,18 +152,18 @@ func (ln *line) next(owner string) (lineWaiter, []lineWaiter, bool) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	h, ok := ln.holds[owner]
-	if !ok || !h.live {
+	if !ok || !h.live || h.passing.Owner != "" {
 		return lineWaiter{}, nil, false
 	}
-	for len(h.waiters) > 0 {
-		w := h.waiters[0]
-		h.waiters = h.waiters[1:]
-		if _, left := ln.gone[w.Owner]; !left && w.Owner != owner {
-			h.passing, h.announced, h.waiters = w, h.waiters, nil
-			return w, h.announced, true
-		}
+	h.waiters = slices.DeleteFunc(h.waiters, func(w lineWaiter) bool {
+		_, left := ln.gone[w.Owner]
+		return left || w.Owner == owner
+	})
+	if len(h.waiters) == 0 {
+		return lineWaiter{}, nil, false
 	}
-	return lineWaiter{}, nil, false
+	h.passing, h.announced, h.waiters = h.waiters[0], h.waiters[1:], nil
+	return h.passing, h.announced, true
 }
 
 // putBack ends a handover whose write failed: its waiter and the line
@@ -295,13 +317,16 @@ func (p *Provider) grantTo(ctx context.Context, key string, rev uint64, heir lin
 		return 0, err
 	}
 	v := value{ID: heir.ID, Owner: heir.Owner, Inbox: heir.Inbox}
-	w := &nats.Msg{Subject: p.prefix + key, Reply: ackTo(heir), Data: v.encode(), Header: nats.Header{}}
+	nonce := newOwner()
+	w := &nats.Msg{Subject: p.prefix + key, Reply: ackTo(heir, nonce), Data: v.encode(), Header: nats.Header{}}
 	w.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(rev, 10))
 	if err := p.line.nc.PublishMsg(w); err != nil {
 		return 0, err
 	}
-	b, _ := json.Marshal(lineMsg{Kind: msgGrant, Key: key, W: heir, Rest: rest})
-	resp, err := p.line.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: heir.Inbox, Data: b})
+	b, _ := json.Marshal(lineMsg{Kind: msgGrant, Key: key, W: heir, Rest: rest, Expect: rev, Nonce: nonce})
+	actx, cancel := context.WithTimeout(ctx, answerTimeout)
+	resp, err := p.line.nc.RequestMsgWithContext(actx, &nats.Msg{Subject: heir.Inbox, Data: b})
+	cancel()
 	var ans lineMsg
 	switch {
 	case err == nil && json.Unmarshal(resp.Data, &ans) == nil && ans.Kind == msgGrant && ans.Rev != 0:
@@ -311,7 +336,9 @@ func (p *Provider) grantTo(ctx context.Context, key string, rev uint64, heir lin
 	}
 	// No answer: the heir's Provider is gone or slow. The key tells
 	// whether the write landed.
-	msg, rerr := p.last(ctx, key)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
+	defer cancel()
+	msg, rerr := p.last(cctx, key)
 	if rerr != nil {
 		return 0, err
 	}
@@ -327,16 +354,19 @@ func (p *Provider) grantTo(ctx context.Context, key string, rev uint64, heir lin
 var errNotHanded = errors.New("natslock: the handover's write did not land")
 
 // ackTo is the subject where heir hears the server acknowledge the write
-// of its grant: under its Provider's line subjects (its inbox is base.l).
-func ackTo(heir lineWaiter) string {
-	return strings.TrimSuffix(heir.Inbox, ".l") + ".a." + heir.Owner
+// of its grant named by nonce: under its Provider's line subjects (its
+// inbox is base.l).
+func ackTo(heir lineWaiter, nonce string) string {
+	return strings.TrimSuffix(heir.Inbox, ".l") + ".a." + heir.Owner + "." + nonce
 }
 
 // passOn frees grant g, which no Acquire here wants (its waiter gave up):
 // it hands the key on along g's line, or deletes it.
 func (p *Provider) passOn(ctx context.Context, g *lineMsg) {
 	owner := g.W.Owner
-	p.line.adopt(g)
+	if !p.line.adopt(g) {
+		return
+	}
 	handed, err := p.handOver(ctx, g.Key, owner, g.Rev)
 	if handed {
 		return

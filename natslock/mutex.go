@@ -79,9 +79,10 @@ func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 // Acquire waits until the lock is granted or ctx is done. It joins the
-// holder's wait line (line.go), whose release hands it the lock, and
-// otherwise retries on kit.Backoff.Queued, capped by the holder's remaining
-// TTL.
+// holder's wait line (line.go), whose release hands it the lock, and polls
+// only to recover a lost message or an expired key: from 250 ms at least,
+// capped by the holder's remaining TTL, and from 20 ms at most while the
+// holder is of an older natslock without a line.
 func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", m.name, kit.NotAcquired(ctx))

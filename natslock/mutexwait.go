@@ -92,10 +92,11 @@ func (w *mutexWait) join(v value) {
 // the poll, which finds the key written for us and confirms it.
 func (w *mutexWait) handed(g *lineMsg) (core.Handle, bool) {
 	m := w.m
-	m.p.line.open(m.key, w.owner, g.Rest)
 	if g.W.Seq < 1 || g.W.Seq > len(w.sent) {
+		m.p.line.requeue(w.owner, g.Rest)
 		return nil, false
 	}
+	m.p.line.open(m.key, w.owner, g.Rest)
 	return m.p.adopt(m.name, m.key, w.owner, g.Rev, g.Rev, w.sent[g.W.Seq-1]), true
 }
 

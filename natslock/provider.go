@@ -82,7 +82,8 @@ func WithMemberMaxTTL(ttl time.Duration) Option { return func(c *config) { c.mem
 // WithBackoff sets the fallback retry cadence of a waiting Acquire. Waiters
 // normally wake on a message of the mutex's line or on the key's delete;
 // the backoff bounds what a missed signal or a silent expiry can cost (a
-// mutex waiter's polls start at 250 ms at least). Default
+// mutex waiter's polls start at 250 ms at least, but at 20 ms at most
+// behind a holder of an older natslock, which has no line). Default
 // kit.DefaultBackoff.
 func WithBackoff(b kit.Backoff) Option { return func(c *config) { c.backoff = b } }
 
