@@ -78,7 +78,7 @@ const (
 	msgLeave = "leave" // a waiter gives up its place with To
 	msgGrant = "grant" // the key is written for W (at Rev, once known); Rest follow
 	msgFree  = "free"  // the key was deleted by a release (marker Rev), or a handover to W failed
-	msgNone  = "none"  // the holder W joined holds nothing at its Provider
+	msgNone  = "none"  // the holder To that W joined holds nothing at its Provider
 )
 
 // maxLine bounds the waiters one hold keeps: later joins are dropped, and
@@ -123,7 +123,7 @@ type hold struct {
 	waiting bool     // an Acquire waits under this owner
 	grant   *lineMsg // announced to that Acquire, not taken yet
 	nudged  bool     // that Acquire was told to read the key again
-	unheard bool     // because its last join reached no one
+	deaf    string   // a holder said to hold nothing, or unheard (lastJoined)
 	passed  uint64   // grants to this owner up to this revision were handed on
 
 	// A handover in flight: the waiter it writes for, the line announced
@@ -285,7 +285,7 @@ func (ln *line) replyTo(owner string) string { return ln.base + ".r." + owner }
 func (ln *line) receive(m *nats.Msg) {
 	if owner, ok := strings.CutPrefix(m.Subject, ln.base+".r."); ok {
 		// A join of ours reached no one: read the key again now.
-		ln.wake(owner, 0, true)
+		ln.wake(owner, 0, lastJoined)
 		return
 	}
 	if rest, ok := strings.CutPrefix(m.Subject, ln.base+".a."); ok {
@@ -308,23 +308,30 @@ func (ln *line) receive(m *nats.Msg) {
 	case msgGrant:
 		ln.assemble(msg.W.Owner, &msg, m.Reply, nil, "")
 	case msgFree:
-		ln.wake(msg.W.Owner, msg.Rev, false)
+		ln.wake(msg.W.Owner, msg.Rev, "")
 	case msgNone:
-		ln.wake(msg.W.Owner, 0, true)
+		ln.wake(msg.W.Owner, 0, msg.To)
 	}
 }
 
+// lastJoined, as the deaf holder of wake, is the holder the waiter joined
+// last: a join's no-responders status does not say which holder it was for.
+const lastJoined = "*"
+
 // wake has owner's waiting Acquire try the key at once, expecting the
-// delete marker rev when it is not 0. unheard: its last join reached no
-// one.
-func (ln *line) wake(owner string, rev uint64, unheard bool) {
+// delete marker rev when it is not 0. deaf, when not "", is a holder that
+// holds nothing at its Provider, or whose Provider is gone: the waiter
+// does not join it again.
+func (ln *line) wake(owner string, rev uint64, deaf string) {
 	ln.mu.Lock()
 	h, ok := ln.holds[owner]
 	waiting := ok && h.waiting
 	var key string
 	if waiting {
 		h.nudged = true
-		h.unheard = h.unheard || unheard
+		if deaf != "" {
+			h.deaf = deaf
+		}
 		key = h.key
 	}
 	ln.mu.Unlock()
@@ -363,7 +370,7 @@ func (ln *line) join(msg lineMsg, reply string) {
 		// Not a grant held here, and no delete of ours to point to: the
 		// key, if it still names this grant, stays taken until it
 		// expires. The waiter reads it, and does not join it again.
-		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgNone, Key: msg.Key, W: msg.W})
+		ln.send(msg.W.Inbox, "", lineMsg{Kind: msgNone, Key: msg.Key, To: msg.To, W: msg.W})
 	}
 }
 
@@ -417,6 +424,10 @@ func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck, 
 		h = ln.holdOf("", owner)
 		h.over = time.Now()
 	}
+	if h.finished() {
+		// Keep it past the sweep until the other half comes.
+		h.over = time.Now()
+	}
 	if ann != nil {
 		h.ann, h.annReply = ann, reply
 		h.key = ann.Key
@@ -433,7 +444,7 @@ func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck, 
 	ln.mu.Unlock()
 	if a.Error != nil || a.Seq <= g.Expect {
 		ln.send(reply, "", lineMsg{Kind: msgFree, Key: g.Key, W: g.W})
-		ln.wake(owner, 0, false)
+		ln.wake(owner, 0, "")
 		return
 	}
 	g.Rev = a.Seq

@@ -47,17 +47,18 @@ func (ln *line) take(owner string) *lineMsg {
 }
 
 // nudged reports whether owner's Acquire was told to read the key again
-// since the last call, and whether because its last join reached no one.
-func (ln *line) nudged(owner string) (nudged, unheard bool) {
+// since the last call, and the holder it was told not to join again ("",
+// or lastJoined), if any.
+func (ln *line) nudged(owner string) (nudged bool, deaf string) {
 	ln.mu.Lock()
 	defer ln.mu.Unlock()
 	h, ok := ln.holds[owner]
 	if !ok || !h.nudged {
-		return false, false
+		return false, ""
 	}
-	nudged, unheard = h.nudged, h.unheard
-	h.nudged, h.unheard = false, false
-	return nudged, unheard
+	nudged, deaf = h.nudged, h.deaf
+	h.nudged, h.deaf = false, ""
+	return nudged, deaf
 }
 
 // quit ends owner's wait and reports whether owner's grant is held here.

@@ -37,9 +37,12 @@ func (w *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 			return h, 0, nil
 		}
 	}
-	nudged, unheard := m.p.line.nudged(w.owner)
-	if unheard && w.to != nil {
+	nudged, deaf := m.p.line.nudged(w.owner)
+	switch {
+	case deaf == lastJoined && w.to != nil:
 		w.deaf = w.to.Owner
+	case deaf != lastJoined && deaf != "":
+		w.deaf = deaf
 	}
 	if w.to != nil && !nudged && time.Since(w.sent[len(w.sent)-1]) < lineRecheck/2 {
 		// Joined just now, and nothing said the key is free: wait for
