@@ -48,10 +48,11 @@
 // A mutex has a wait line across processes. Its value names the holder's
 // Provider inbox (a core NATS subject); a waiter that finds it held sends
 // a join there, and the holder's release writes the key for the first
-// waiter that joined, expecting the holder's last revision, and sends that
-// waiter the grant (its token is the write's revision) and the rest of the
-// line. A handover costs one KV write and one message to one process, and
-// waiters do not race. A waiter that gives up asks the holder to take it
+// waiter that joined, expecting the holder's last revision. The server
+// acknowledges that write to the waiter itself, whose token is the write's
+// revision, and the releaser sends it the rest of the line. A handover
+// costs one KV write and a few messages to one process, and waiters do not
+// race. A waiter that gives up asks the holder to take it
 // out of the line and hands on a grant written for it meanwhile before its
 // Acquire returns. A mutex waiter polls only to recover a lost message or
 // an expired key (WithBackoff, from 250 ms at least). A holder written by
