@@ -132,15 +132,10 @@ type hold struct {
 	announced []lineWaiter
 	leaves    []leaveReq
 
-	// A grant to this owner being assembled: its announcement (and the
-	// releaser's request to answer) and the server's acknowledgement of
-	// the write, which come apart and in either order; they belong
-	// together when their nonces match. A later half of another grant
-	// replaces an unmatched one.
-	ann      *lineMsg
-	annReply string
-	ack      *pubAck
-	ackNonce string
+	// Grants to this owner being assembled, by nonce: the announcement
+	// (and the releaser's request to answer) and the server's
+	// acknowledgement of the write, which come apart and in either order.
+	halves map[string]*halves
 
 	// Finished: joins are forwarded to the heir of the grant gave, or
 	// told the key is free (marker: the delete's revision, 0 unknown).
@@ -148,6 +143,18 @@ type hold struct {
 	gave   *lineMsg
 	marker uint64
 }
+
+// halves is what came of one grant: its announcement, the request to
+// answer, and the acknowledgement of its write.
+type halves struct {
+	ann   *lineMsg
+	reply string
+	ack   *pubAck
+}
+
+// maxHalves bounds the unmatched grants a hold keeps (a half whose other
+// half was lost); past it they are dropped.
+const maxHalves = 8
 
 // leaveReq is a leave request held until a handover ends.
 type leaveReq struct {
@@ -157,12 +164,15 @@ type leaveReq struct {
 
 // pubAck is JetStream's answer to a write, sent to the heir (line.go).
 type pubAck struct {
-	Seq   uint64 `json:"seq"`
-	Error *struct {
-		Code        int    `json:"code"`
-		ErrCode     int    `json:"err_code"`
-		Description string `json:"description"`
-	} `json:"error,omitempty"`
+	Seq   uint64    `json:"seq"`
+	Error *apiError `json:"error,omitempty"`
+}
+
+// apiError is the error of a JetStream answer.
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
 }
 
 // line is a Provider's side of the wait lines: the holds of its grants and
@@ -429,18 +439,29 @@ func (ln *line) assemble(owner string, ann *lineMsg, reply string, ack *pubAck, 
 		h.over = time.Now()
 	}
 	if ann != nil {
-		h.ann, h.annReply = ann, reply
+		nonce = ann.Nonce
 		h.key = ann.Key
 	}
-	if ack != nil {
-		h.ack, h.ackNonce = ack, nonce
+	if h.halves == nil || len(h.halves) >= maxHalves {
+		h.halves = make(map[string]*halves)
 	}
-	if h.ann == nil || h.ack == nil || h.ann.Nonce != h.ackNonce {
+	hv := h.halves[nonce]
+	if hv == nil {
+		hv = &halves{}
+		h.halves[nonce] = hv
+	}
+	if ann != nil {
+		hv.ann, hv.reply = ann, reply
+	}
+	if ack != nil {
+		hv.ack = ack
+	}
+	if hv.ann == nil || hv.ack == nil {
 		ln.mu.Unlock()
 		return
 	}
-	g, a, reply := *h.ann, h.ack, h.annReply
-	h.ann, h.ack, h.annReply, h.ackNonce = nil, nil, "", ""
+	delete(h.halves, nonce)
+	g, a, reply := *hv.ann, hv.ack, hv.reply
 	ln.mu.Unlock()
 	if a.Error != nil || a.Seq <= g.Expect {
 		ln.send(reply, "", lineMsg{Kind: msgFree, Key: g.Key, W: g.W})

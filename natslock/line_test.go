@@ -213,7 +213,8 @@ func TestLineHeirGone(t *testing.T) {
 
 // A grant is taken only when its announcement and the acknowledgement of
 // its write belong together: an acknowledgement left from another
-// handover (its announcement lost) is not paired with a later one.
+// handover (its announcement lost) is not paired with a later one, and
+// two grants in flight at once do not take each other's halves.
 func TestLineGrantHalvesPairByNonce(t *testing.T) {
 	p := newProvider(t)
 	ln := &p.line
@@ -227,6 +228,17 @@ func TestLineGrantHalvesPairByNonce(t *testing.T) {
 	g := ln.take(owner)
 	require.NotNil(t, g)
 	assert.Equal(t, uint64(10), g.Rev)
+
+	// Two grants in flight at once, their halves interleaved: each pairs
+	// with its own, and the stale one (its write failed) grants nothing.
+	ln.assemble(owner, nil, "", &pubAck{Seq: 20}, "valid")
+	ln.assemble(owner, &lineMsg{Kind: msgGrant, Key: key, W: w, Expect: 12, Nonce: "old"}, "", nil, "")
+	ln.assemble(owner, nil, "", &pubAck{Error: &apiError{Code: 400, ErrCode: 10071}}, "old")
+	assert.Nil(t, ln.take(owner), "a failed write granted the key")
+	ln.assemble(owner, &lineMsg{Kind: msgGrant, Key: key, W: w, Expect: 19, Nonce: "valid"}, "", nil, "")
+	g = ln.take(owner)
+	require.NotNil(t, g, "the valid grant was stranded")
+	assert.Equal(t, uint64(20), g.Rev)
 	g2, _ := ln.quit(owner)
 	assert.Nil(t, g2)
 }
