@@ -153,8 +153,11 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()
-	heldAtStop, inFlight := child.state()
 	plWaitFor(t, "the frozen instance's targets taken over", plWait, f.covered)
+	// Read the frozen instance's state only now: the lines it wrote just
+	// before the freeze (a release, say) have been read by now, and it
+	// writes nothing while stopped.
+	heldAtStop, inFlight := child.state()
 	require.Greater(t, time.Since(stoppedAt), plTTL, "taken over within the TTL")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 	contAt := time.Now()
