@@ -65,8 +65,9 @@ func (p *Provider) tryKey(outer context.Context, t *keyTry) (core.Handle, time.D
 		if t.line {
 			p.line.unopen(v.Owner)
 		}
-		if ctx.Err() != nil {
-			// A write may have landed after all: make sure we hold nothing.
+		if ctx.Err() != nil && !errors.Is(err, core.ErrNotAcquired) {
+			// A write may have landed after all: make sure we hold
+			// nothing. (A busy key refused our write.)
 			p.cleanup(ctx, t.key, v.Owner)
 		}
 		if outer.Err() != nil {

@@ -97,10 +97,10 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 // wait is Acquire for every primitive. Waiters of one Provider line up
 // behind a local gate per key (kit.Gates); the first in line makes one
 // attempt, then, if the lock is busy, a kit.Wait woken by the watcher of
-// watchKey (a mutex: by its line, line.go). When this Provider watches the key already (a hot lock), it
-// subscribes before the first attempt instead, which saves the attempt that
-// kit.Wait would repeat. A primitive that takes local handoffs waits
-// through waitLocal instead.
+// watchKey (a mutex: by its line, line.go). When this Provider watches the
+// key already (a hot lock), it subscribes before the first attempt
+// instead, which saves the attempt that kit.Wait would repeat. A primitive
+// that takes local handoffs waits through waitLocal instead.
 func (p *Provider) wait(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))

@@ -49,13 +49,16 @@ func (w *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 		// the line rather than ask the server.
 		return nil, 0, kit.Wrap(backend, "acquire", m.name, kit.Busy("held by %s, in its line", w.to.ID))
 	}
-	if v, ok := m.p.line.lastHolder(m.key); ok && w.to == nil {
-		// The first attempt joins the holder last seen here without
-		// reading the key: if it no longer holds it, its Provider
-		// forwards the join along the line, or says the key is free, or
-		// the server says no one listens; each wakes us to try again.
-		w.join(v)
-		return nil, 0, kit.Wrap(backend, "acquire", m.name, kit.Busy("held by %s, last seen", v.ID))
+	if w.to == nil {
+		if v, ok := m.p.line.lastHolder(m.key); ok {
+			// The first attempt joins the holder last seen here without
+			// reading the key: if it no longer holds it, its Provider
+			// forwards the join along the line, or says the key is free,
+			// or the server says no one listens; each wakes us to try
+			// again.
+			w.join(v)
+			return nil, 0, kit.Wrap(backend, "acquire", m.name, kit.Busy("held by %s, last seen", v.ID))
+		}
 	}
 	t := &keyTry{name: m.name, key: m.key, watchKey: m.key, owner: w.owner, handoff: true, line: true}
 	h, retryIn, err := m.p.tryKey(ctx, t)
