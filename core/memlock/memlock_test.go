@@ -63,12 +63,13 @@ func TestCloseFreesLocks(t *testing.T) {
 	p := newProvider(t)
 	q := newProvider(t, memlock.WithStore(p.Store()))
 	h := mustTry(t, p.Semaphore("pool", 2))
+	// q holds "m" before p's waiter starts, so the waiter cannot take it.
+	mustTry(t, q.Mutex("m"))
 	got := make(chan error, 1)
 	go func() {
 		_, err := p.Mutex("m").Acquire(bg())
 		got <- err
 	}()
-	mustTry(t, q.Mutex("m"))
 	if err := p.Close(); err != nil {
 		t.Fatal(err)
 	}
