@@ -18,6 +18,11 @@ func unlock(*os.File) error { return unsupported() }
 
 func openReadOnly(path string) (*os.File, error) { return os.Open(path) }
 
+// openFile is os.OpenFile.
+func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(path, flag, perm)
+}
+
 func lockWait(*os.File) error { return unsupported() }
 
 func unsupported() error {

@@ -25,14 +25,14 @@ func lockNB(f *os.File, shared bool) error {
 	return flock(f, how|unix.LOCK_NB)
 }
 
-// openReadOnly opens an existing lock file read-only for Holder. It is
-// open(2) and one fcntl: os.OpenFile would add four more system calls
-// trying to register a regular file with the poller.
-func openReadOnly(path string) (*os.File, error) {
+// openFile opens a regular file with open(2) and one fcntl: os.OpenFile
+// would add four more system calls trying to register it with the poller,
+// and an acquire opens up to three files.
+func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 	var fd int
 	var err error
 	for {
-		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err = unix.Open(path, flag|unix.O_CLOEXEC, uint32(perm))
 		if err != unix.EINTR {
 			break
 		}
@@ -41,6 +41,11 @@ func openReadOnly(path string) (*os.File, error) {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openReadOnly opens an existing lock file read-only for Holder.
+func openReadOnly(path string) (*os.File, error) {
+	return openFile(path, os.O_RDONLY|oNoFollow, 0)
 }
 
 // unlock drops f's lock.

@@ -37,6 +37,11 @@ func lockNB(f *os.File, shared bool) error {
 // openReadOnly opens an existing lock file read-only for Holder.
 func openReadOnly(path string) (*os.File, error) { return os.Open(path) }
 
+// openFile is os.OpenFile.
+func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(path, flag, perm)
+}
+
 // unlock drops f's lock.
 func unlock(f *os.File) error {
 	rc, err := f.SyscallConn()

@@ -24,11 +24,11 @@ type handle struct {
 
 // release is the BaseHandle's release: it unlocks the file and wakes this
 // Provider's waiters at once; other processes' waiters wake through their
-// watchers.
+// watchers, and a Mutex's first waiter in line through its ticket.
 func (h *handle) release(context.Context) error {
 	h.p.untrack(h)
 	err := h.free()
-	h.p.notifier.Notify(h.key)
+	h.p.wake(h.key)
 	if err != nil {
 		return kit.Wrap(backend, "release", h.name, err)
 	}

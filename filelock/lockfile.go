@@ -45,6 +45,9 @@ type lockFile struct {
 	// recorded is set once a holder record was written: release clears it
 	// before unlocking.
 	recorded bool
+	// bell rings the first waiter of a Mutex's line on release
+	// (line_linux.go); nil for the other kinds.
+	bell *bell
 }
 
 // tryLock opens path, creating it (and its directory) if needed, and takes a
@@ -84,7 +87,7 @@ func (p *Provider) tryLock(path string, shared, signal bool) (*lockFile, error) 
 			if signal {
 				// Without it, waiters elsewhere notice the release on
 				// their backoff: not worth failing the grant over.
-				lf.signal, _ = os.OpenFile(path, os.O_WRONLY|oNoFollow, 0)
+				lf.signal, _ = openFile(path, os.O_WRONLY|oNoFollow, 0)
 			}
 			return lf, nil
 		}
@@ -106,12 +109,12 @@ func openLockFile(path string, flag int) (*os.File, error) {
 	// O_NOFOLLOW: a symbolic link planted in the directory must not make
 	// us create or write a file elsewhere.
 	flag |= os.O_CREATE | oNoFollow
-	f, err := os.OpenFile(path, flag, filePerm)
+	f, err := openFile(path, flag, filePerm)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 			return nil, err
 		}
-		f, err = os.OpenFile(path, flag, filePerm)
+		f, err = openFile(path, flag, filePerm)
 	}
 	return f, err
 }
@@ -140,7 +143,9 @@ func (l *lockFile) writeHolder(id string, token uint64) {
 	_, _ = l.signal.WriteAt(rec, 0)
 }
 
-// release clears the holder record, unlocks the file, then signals waiters.
+// release clears the holder record, unlocks the file, then signals waiters:
+// those of every process through the signal descriptor, and a Mutex's first
+// waiter in line through its ticket.
 // The file stays for the next holder.
 func (l *lockFile) release() error {
 	if l.recorded {
@@ -150,6 +155,9 @@ func (l *lockFile) release() error {
 		_ = l.signal.Truncate(0)
 	}
 	err := l.f.Close()
+	if l.bell != nil {
+		l.bell.ring()
+	}
 	if l.signal != nil {
 		_ = l.signal.Close()
 	}

@@ -2,6 +2,8 @@ package filelock
 
 import (
 	"context"
+	"errors"
+	"path/filepath"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -32,14 +34,20 @@ func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 // Acquire waits until the lock is granted or ctx ends; then the error
-// matches both core.ErrNotAcquired and ctx.Err(). On Linux a release, or the
-// death of the holder, wakes it at once, from this process or another;
-// elsewhere it retries on the Provider's backoff.
+// matches both core.ErrNotAcquired and ctx.Err(). On Linux waiters line up
+// (line.go): a release, from this process or another, wakes the first of
+// them alone, and the death of the holder wakes the first at once;
+// elsewhere waiters retry on the Provider's backoff.
 func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := m.p.begin(ctx, m.name); err != nil {
 		return nil, err
 	}
-	return m.p.wait(ctx, m.name, m.base, true, m.try)
+	m.p.watch(filepath.Dir(m.base))
+	h, _, err := m.try(ctx)
+	if err == nil || !errors.Is(err, core.ErrNotAcquired) {
+		return h, err
+	}
+	return m.p.waitInLine(ctx, m.name, m.base, m.try)
 }
 
 func (m *mutex) try(context.Context) (core.Handle, time.Duration, error) {
@@ -50,6 +58,7 @@ func (m *mutex) try(context.Context) (core.Handle, time.Duration, error) {
 	if err != nil {
 		return nil, 0, attemptError(m.name, err, "held by another handle or process")
 	}
+	lf.bell = newBell(m.base)
 	return m.p.grant(m.name, m.base, lf, true)
 }
 

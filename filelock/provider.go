@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -55,9 +56,12 @@ type Provider struct {
 	// and locking it: the window in which a deleted file gets locked.
 	hookAfterOpen func(path string)
 
+	waits atomic.Uint64 // numbers the Mutex waits in a line
+
 	mu     sync.Mutex
 	closed bool
 	held   map[string]map[*handle]struct{} // by lock key
+	heads  map[string]map[string]struct{}  // lock key → its line's heads here (line.go)
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -97,6 +101,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
+		heads:   make(map[string]map[string]struct{}),
 		probe:   kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{
@@ -175,7 +180,7 @@ func (p *Provider) Close() error {
 		if err := h.free(); err != nil {
 			errs = append(errs, kit.Wrap(backend, "close", h.name, err))
 		}
-		p.notifier.Notify(h.key)
+		p.wake(h.key)
 	}
 	p.keeper.Close()
 	p.watcher.close()
@@ -225,11 +230,7 @@ func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try ki
 	}
 	h, err := kit.Wait(ctx, p.backoff, wake, try)
 	if err != nil {
-		var ce *core.Error
-		if !errors.As(err, &ce) {
-			err = kit.Wrap(backend, "acquire", name, err)
-		}
-		return nil, err
+		return nil, waitError(name, err)
 	}
 	return h, nil
 }
@@ -312,7 +313,7 @@ func (p *Provider) recheck(_ context.Context, batch []*kit.Lease) []error {
 // replaced. It wakes the key's waiters and, when moved, checks that the
 // key's holders still have their files.
 func (p *Provider) onChange(key string, moved bool) {
-	p.notifier.Notify(key)
+	p.wake(key)
 	if moved {
 		p.checkHeld(func(k string) bool { return k == key })
 	}

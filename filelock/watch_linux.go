@@ -27,18 +27,39 @@ import (
 // One inotify descriptor and one goroutine serve a whole Provider, with one
 // watch per kind directory (mutex, rwmutex, semaphore), counted against
 // fs.inotify.max_user_watches. When a watch cannot be added, waiters poll.
+//
+// The mutex directory is watched without IN_CLOSE_WRITE: a Mutex's release
+// rings the first waiter of its line instead (line_linux.go), and waking
+// every process on every release would cost more than the handover. The
+// waiters at the head of a line follow their lock file alone for it
+// (follow), to see a holder die.
 type watcher struct {
-	f     *os.File
-	onKey func(key string, moved bool) // moved: deleted, renamed or replaced
-	onAll func()
-	mu    sync.Mutex
-	byWD  map[int32]string
-	byDir map[string]int32
-	done  chan struct{}
+	f      *os.File
+	onKey  func(key string, moved bool) // moved: deleted, renamed or replaced
+	onAll  func()
+	mu     sync.Mutex
+	byWD   map[int32]string
+	byDir  map[string]int32
+	files  map[int32]string        // watch of a followed lock file → its key
+	follow map[string]*followWatch // by key
+	done   chan struct{}
+}
+
+type followWatch struct {
+	wd int32
+	n  int // heads following
 }
 
 const watchMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
 	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR | unix.IN_EXCL_UNLINK
+
+// dirMask is the watch of the directory dir.
+func dirMask(dir string) uint32 {
+	if filepath.Base(dir) == mutexDir {
+		return watchMask &^ unix.IN_CLOSE_WRITE
+	}
+	return watchMask
+}
 
 // newWatcher starts a watcher, or returns nil (waiters poll) when inotify is
 // not available.
@@ -50,12 +71,14 @@ func newWatcher(onKey func(key string, moved bool), onAll func()) *watcher {
 	w := &watcher{
 		// A non-blocking descriptor goes to the runtime poller, so Read
 		// parks the goroutine and Close wakes it.
-		f:     os.NewFile(uintptr(fd), "inotify"),
-		onKey: onKey,
-		onAll: onAll,
-		byWD:  make(map[int32]string),
-		byDir: make(map[string]int32),
-		done:  make(chan struct{}),
+		f:      os.NewFile(uintptr(fd), "inotify"),
+		onKey:  onKey,
+		onAll:  onAll,
+		byWD:   make(map[int32]string),
+		byDir:  make(map[string]int32),
+		files:  make(map[int32]string),
+		follow: make(map[string]*followWatch),
+		done:   make(chan struct{}),
 	}
 	go w.run()
 	return w
@@ -75,21 +98,77 @@ func (w *watcher) add(dir string) error {
 	if _, ok := w.byDir[dir]; ok {
 		return nil
 	}
-	rc, err := w.f.SyscallConn()
+	wd, err := w.addWatch(dir, dirMask(dir))
 	if err != nil {
 		return err
 	}
+	w.byWD[wd] = dir
+	w.byDir[dir] = wd
+	return nil
+}
+
+func (w *watcher) addWatch(path string, mask uint32) (int32, error) {
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
 	var wd int
 	var werr error
-	if err := rc.Control(func(fd uintptr) { wd, werr = unix.InotifyAddWatch(int(fd), dir, watchMask) }); err != nil {
-		return err
+	if err := rc.Control(func(fd uintptr) { wd, werr = unix.InotifyAddWatch(int(fd), path, mask) }); err != nil {
+		return 0, err
 	}
 	if werr != nil {
-		return os.NewSyscallError("inotify_add_watch", werr)
+		return 0, os.NewSyscallError("inotify_add_watch", werr)
 	}
-	w.byWD[int32(wd)] = dir
-	w.byDir[dir] = int32(wd)
-	return nil
+	return int32(wd), nil
+}
+
+func (w *watcher) rmWatch(wd int32) {
+	if rc, err := w.f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.InotifyRmWatch(int(fd), uint32(wd)) })
+	}
+}
+
+// followFile watches the lock file of key for the close of its holder's
+// signal descriptor (a release, or the holder's death), until as many
+// unfollowFile calls. A nil watcher, or a file that cannot be watched, is
+// fine: the head then sees a death on its backoff.
+func (w *watcher) followFile(key string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if fw := w.follow[key]; fw != nil {
+		fw.n++
+		return
+	}
+	wd, err := w.addWatch(key+".lock", unix.IN_CLOSE_WRITE)
+	if err != nil {
+		return
+	}
+	w.files[wd] = key
+	w.follow[key] = &followWatch{wd: wd, n: 1}
+}
+
+func (w *watcher) unfollowFile(key string) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fw := w.follow[key]
+	if fw == nil {
+		return
+	}
+	if fw.n--; fw.n > 0 {
+		return
+	}
+	delete(w.follow, key)
+	if _, ok := w.files[fw.wd]; ok {
+		delete(w.files, fw.wd)
+		w.rmWatch(fw.wd)
+	}
 }
 
 // close stops the watcher and waits for its goroutine. A nil watcher is
@@ -132,11 +211,13 @@ func (w *watcher) dispatch(b []byte) {
 		switch {
 		case mask&unix.IN_Q_OVERFLOW != 0:
 			w.onAll()
+		case w.followed(wd, mask):
 		case mask&(unix.IN_IGNORED|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
 			// The directory itself went away: forget it (a later wait
 			// watches the new one) and let everyone re-check.
-			w.forget(wd, mask&unix.IN_MOVE_SELF != 0)
-			w.onAll()
+			if w.forget(wd, mask&unix.IN_MOVE_SELF != 0) {
+				w.onAll()
+			}
 		default:
 			w.mu.Lock()
 			dir, ok := w.byWD[wd]
@@ -152,18 +233,35 @@ func (w *watcher) dispatch(b []byte) {
 	}
 }
 
-func (w *watcher) forget(wd int32, remove bool) {
+// followed handles an event of a followed lock file, and reports whether
+// wd is one. A watch the kernel dropped (IN_IGNORED: the file was deleted)
+// is forgotten; the head then sees later releases on its backoff.
+func (w *watcher) followed(wd int32, mask uint32) bool {
+	w.mu.Lock()
+	key, ok := w.files[wd]
+	if ok && mask&unix.IN_IGNORED != 0 {
+		delete(w.files, wd)
+	}
+	w.mu.Unlock()
+	if ok {
+		w.onKey(key, false)
+	}
+	return ok
+}
+
+// forget drops the watch wd of a directory, and reports whether it was
+// one (not the late IN_IGNORED of a lock file no longer followed).
+func (w *watcher) forget(wd int32, remove bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	dir, ok := w.byWD[wd]
 	if !ok {
-		return
+		return false
 	}
 	delete(w.byWD, wd)
 	delete(w.byDir, dir)
 	if remove {
-		if rc, err := w.f.SyscallConn(); err == nil {
-			_ = rc.Control(func(fd uintptr) { _, _ = unix.InotifyRmWatch(int(fd), uint32(wd)) })
-		}
+		w.rmWatch(wd)
 	}
+	return true
 }
