@@ -38,6 +38,7 @@
 //	<dir>/semaphore/<stem>.<i>.lock  slot i of a semaphore
 //	<dir>/<kind>/<stem>.ctr          the fencing counter of each lock
 //	<dir>/<kind>/<stem>.prio         priority claims of starving waiters
+//	<dir>/mutex/<stem>.line/         a mutex's waiters in line (Linux): a FIFO each
 //
 // The directory and its subdirectories are created on the first acquire that
 // needs them. Lock files stay after release and are reused; they cost one
@@ -61,21 +62,39 @@
 //
 // # Waiting
 //
-// Acquire does not sleep-poll. On Linux, one inotify descriptor per Provider
-// watches the lock directories; a release, or the death of a holder, closes
-// the only descriptor of the lock file that is open for writing, and the
-// IN_CLOSE_WRITE event wakes the waiters in every process, so a handoff costs
-// a few system calls. Waiters in the same Provider are woken directly. The
-// retry backoff ([WithBackoff], default 2 ms growing to 100 ms) is only the
-// fallback for platforms without inotify and for signals that cannot be
-// delivered.
+// Acquire does not sleep-poll. On Linux a Mutex's waiters line up across
+// processes: a waiter whose first attempt fails takes a ticket, a FIFO in
+// <dir>/mutex/<stem>.line/ named by its arrival time, which it keeps open
+// while it waits. A release writes a byte to the two earliest tickets,
+// which wakes those two waiters alone, in whatever process they are: the
+// first to run takes the lock, and the other keeps its place. A ticket that
+// no one has open any more (its waiter's process died) is deleted by the
+// release, which rings the next. The tickets only decide whom a release
+// wakes; flock alone decides who holds the lock, and a newcomer whose first
+// attempt finds the lock free takes it. The release opens the tickets while
+// it still holds the lock, so a handover costs one write and the next
+// holder's attempt. A waiter that gives up rings the line in its place. The
+// waiters at the front also follow the lock file through inotify, so the
+// death of a holder, which rings no one, wakes them at once; the others
+// poll from 20 ms, only to recover a ring lost with a waiter that died
+// after it was rung.
 //
-// flock has no queue: on a release every waiter wakes and one wins, and
-// since the kernel signals watchers in a fixed order the same waiter tends to
-// win. So a Mutex or Semaphore waiter that has lost the race twice claims
-// priority (a shared lock on the .prio file), and waiters without a claim let
-// the next two releases go by. That bounds starvation; it is not a FIFO. An
-// RWMutex follows its writer-preference rule instead.
+// Reader-writer locks and semaphores, and every kind elsewhere than Linux,
+// wait as before the line: one inotify descriptor per Provider watches the
+// lock directories; a release, or the death of a holder, closes the only
+// descriptor of the lock file that is open for writing, and the
+// IN_CLOSE_WRITE event wakes the waiters in every process. Waiters in the
+// same Provider are woken directly. The retry backoff ([WithBackoff],
+// default 2 ms growing to 100 ms) is only the fallback for platforms
+// without inotify and for signals that cannot be delivered.
+//
+// flock has no queue: on such a release every waiter wakes and one wins,
+// and since the kernel signals watchers in a fixed order the same waiter
+// tends to win. So a Semaphore waiter (and a Mutex waiter that cannot line
+// up) that has lost the race twice claims priority (a shared lock on the
+// .prio file), and waiters without a claim let the next two releases go
+// by. That bounds starvation; it is not a FIFO. An RWMutex follows its
+// writer-preference rule instead.
 //
 // # Who holds a lock
 //
@@ -122,9 +141,10 @@
 // core.ErrInvalidArgument wrapping the OS error. Other I/O errors are
 // returned wrapped.
 //
-// An uncontended TryAcquire and Release is about a dozen system calls and no
-// file creation once the lock file exists. Holder is four or five system
-// calls.
+// An uncontended Mutex TryAcquire and Release is about twenty system calls
+// (a dozen for the attempt and its grant, the rest the release and the
+// look at the line, both ways) and no file creation once the lock file
+// exists. Holder is four or five system calls.
 //
 // # Limits
 //

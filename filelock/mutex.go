@@ -20,10 +20,11 @@ type mutex struct {
 
 func (m *mutex) Name() string { return m.name }
 
-// TryAcquire makes one attempt without waiting: about ten system calls (open
-// and flock the lock file, check it is still the one at the path, open its
-// signal descriptor, update the fencing counter, write the holder record),
-// and no file creation once the lock file exists. A held lock gives an error
+// TryAcquire makes one attempt without waiting: about fifteen system calls
+// (open and flock the lock file, check it is still the one at the path,
+// open its signal descriptor, update the fencing counter, write the holder
+// record, look for a line to ring at release), and no file creation once
+// the lock file exists. A held lock gives an error
 // matching core.ErrNotAcquired at once.
 func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 	if err := m.p.begin(ctx, m.name); err != nil {

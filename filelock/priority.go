@@ -15,16 +15,17 @@ import (
 // priority lets go by for waiters with it.
 const starveAfter = 2
 
-// priority makes waiting for a Mutex or a Semaphore less unfair. Waiters
-// wake together when the lock is released and race for it, and the race is
-// not random: the kernel signals watchers in a fixed order, so the same
-// waiter tends to win and another can starve. A waiter that has lost
-// starveAfter races claims priority by holding a shared lock on the lock's
-// .prio file. While anyone holds a claim, a waiter without one lets the next
-// releases go by without trying (at most starveAfter in a row, so a claimant
-// that is stuck, say a stopped process, delays the others only briefly).
-// Claimants race among themselves. A claim ends with the wait, or with the
-// process. Priority never affects who may hold the lock, only who tries.
+// priority makes waiting for a Semaphore, or for a Mutex whose waiters
+// cannot line up (line.go), less unfair. Waiters wake together when the
+// lock is released and race for it, and the race is not random: the kernel
+// signals watchers in a fixed order, so the same waiter tends to win and
+// another can starve. A waiter that has lost starveAfter races claims
+// priority by holding a shared lock on the lock's .prio file. While anyone
+// holds a claim, a waiter without one lets the next releases go by without
+// trying (at most starveAfter in a row, so a claimant that is stuck, say a
+// stopped process, delays the others only briefly). Claimants race among
+// themselves. A claim ends with the wait, or with the process. Priority
+// never affects who may hold the lock, only who tries.
 type priority struct {
 	path     string
 	f        *os.File
