@@ -11,74 +11,80 @@ import (
 
 // waitInLine is a Mutex's Acquire once its first attempt found the lock
 // held: it takes a ticket in the lock's line (line_linux.go) and tries again
-// each time a release rings it. The waiter at the head of the line, known
-// from its first place or from a ring, also wakes on the lock's release
-// events, which is how it sees a holder die: a dead holder rings no one.
-// The others poll only on the Queued backoff, which recovers a ring lost
-// with a waiter that died after it was rung. Where a line cannot be joined
-// (not Linux), the waiter races with the others (Provider.wait).
-func (p *Provider) waitInLine(ctx context.Context, name, key string, try kit.Attempt) (core.Handle, error) {
+// each time a release rings it. A waiter at the front of the line, known
+// from its place when it joined or from a ring, also wakes on the lock's
+// release events, which it follows through the watcher: that is how it
+// sees a holder die, since a dead holder rings no one. The others poll only
+// on the Queued backoff, which recovers a ring lost with waiters that died
+// at the front. Where a line cannot be joined (not Linux), the waiter races
+// with the others (Provider.wait).
+func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt func(skip string) kit.Attempt) (core.Handle, error) {
 	wk := key + "\x00" + strconv.FormatUint(p.waits.Add(1), 10)
 	wake, stop := p.notifier.Subscribe(wk)
 	defer stop()
-	t, first, err := takeTicket(key, func() {
-		// The attempt first: following the lock file costs a system
-		// call, and is only for a holder that dies after this attempt.
-		p.notifier.Notify(wk)
+	t, atFront, err := takeTicket(key, func(try bool) {
 		p.lead(key, wk)
+		if try {
+			p.notifier.Notify(wk)
+		}
 	})
 	if err != nil {
 		stop()
-		p.watcher.followFile(key)
-		defer p.watcher.unfollowFile(key)
-		return p.wait(ctx, name, key, true, try)
+		p.lead(key, wk)
+		defer p.unlead(key, wk)
+		return p.wait(ctx, name, key, true, attempt(""))
 	}
-	if first {
+	if atFront {
 		p.lead(key, wk)
 	}
-	h, err := kit.Wait(ctx, p.backoff.Queued(), wake, try)
+	h, err := kit.Wait(ctx, p.backoff.Queued(), wake, attempt(t.name()))
 	t.unlink()
-	go func() {
-		t.close() // no ring calls lead after this
-		p.unlead(key, wk)
-	}()
 	if err != nil {
+		t.close()
+		p.unlead(key, wk)
 		// A ring meant for us may have come as we gave up: pass it on.
 		wakeLine(key)
 		return nil, waitError(name, err)
 	}
+	go func() {
+		t.close() // no ring calls lead after this
+		p.unlead(key, wk)
+	}()
 	return h, nil
 }
 
-// lead makes the waiter wk a head of key's line in this Provider: it wakes
-// on key's release events too, which it follows through the watcher.
+// lead makes the waiter wk one at the front of key's line: it wakes on
+// key's release events too, which this Provider follows for it.
 func (p *Provider) lead(key, wk string) {
 	p.mu.Lock()
 	set := p.heads[key]
 	if set == nil {
-		set = make(map[string]struct{})
+		set = make(map[string]*followWatch)
 		p.heads[key] = set
 	}
 	_, was := set[wk]
-	set[wk] = struct{}{}
+	set[wk] = nil
 	p.mu.Unlock()
-	if !was {
-		p.watcher.followFile(key)
+	if was {
+		return
 	}
+	fw := p.watcher.followFile(key)
+	p.mu.Lock()
+	set[wk] = fw
+	p.mu.Unlock()
 }
 
+// unlead undoes lead; no lead of wk runs after it starts.
 func (p *Provider) unlead(key, wk string) {
 	p.mu.Lock()
 	set := p.heads[key]
-	_, was := set[wk]
+	fw, was := set[wk]
 	delete(set, wk)
 	if was && len(set) == 0 {
 		delete(p.heads, key)
 	}
 	p.mu.Unlock()
-	if was {
-		p.watcher.unfollowFile(key)
-	}
+	p.watcher.unfollowFile(fw)
 }
 
 // wake wakes the waiters of key in this Provider: those that race for it,

@@ -3,6 +3,7 @@
 package filelock
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -16,17 +17,33 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Mutex's waiters line up across processes. A waiter whose first attempt
-// fails takes a ticket: a FIFO in <base>.line/, named by its arrival time,
-// that the waiter keeps open for reading and writing. A release opens the
-// earliest ticket for writing and writes one byte, which wakes that waiter
-// alone, in whatever process it is. Opening a FIFO that nobody has open
-// fails with ENXIO: its waiter's process died, and the release deletes the
-// ticket and rings the next. The line only decides whom a release wakes;
-// flock alone decides who holds the lock.
+// A Mutex's waiters line up across the processes of a host. A waiter whose
+// first attempt fails takes a ticket: a FIFO in <base>.line/, named by its
+// arrival time, that the waiter keeps open for reading and writing while it
+// waits. A ticket appears under its name only once it is open (it is made
+// under another name and renamed), so a ticket that cannot be opened for
+// writing without a reader (ENXIO) is a dead waiter's, and whoever finds one
+// deletes it.
+//
+// Two bytes travel on a ticket. ringTry, from a release (or a waiter that
+// gives up), says the lock may be free: the waiter tries it. ringLead, from
+// a new holder, says the waiter is at the front: it follows the lock file
+// through the watcher, so that the death of the holder, which rings no
+// one, wakes it at once. A release rings the first rings live tickets. The
+// line only decides whom a release wakes; flock alone decides who holds
+// the lock.
 
 // lineSuffix ends the name of a Mutex's line directory, beside its files.
 const lineSuffix = ".line"
+
+// rings is how many waiters at the front of a line a release wakes: the
+// first to run takes the lock, and the others keep their places.
+const rings = 2
+
+const (
+	ringTry  = 'R'
+	ringLead = 'L'
+)
 
 // ticket is a waiter's place in a line.
 type ticket struct {
@@ -35,74 +52,74 @@ type ticket struct {
 	done chan struct{}
 }
 
+// name is the ticket's name in its line, which a grant of its own waiter
+// skips when it rings the front.
+func (t *ticket) name() string { return filepath.Base(t.path) }
+
 // takeTicket joins the line of the lock at base, and reports whether the
-// ticket is the earliest in it. woken is called, from the ticket's
-// goroutine, each time a release rings it.
-func takeTicket(base string, woken func()) (*ticket, bool, error) {
+// ticket is at the front (fewer than rings live tickets ahead of it). woken
+// is called from the ticket's goroutine for each batch of bytes, with try
+// set when one of them was ringTry.
+func takeTicket(base string, woken func(try bool)) (*ticket, bool, error) {
 	dir := base + lineSuffix
-	for range 3 {
-		name := ticketName(time.Now())
-		f, err := makeFIFO(filepath.Join(dir, name))
-		if errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		// A release that found the FIFO before we opened it took it for a
-		// dead waiter's and deleted it: then we are not in the line.
-		names, err := lineNames(dir)
-		if err != nil {
-			// Not a directory we read: a symbolic link, say.
-			_ = f.Close()
-			_ = os.Remove(f.Name())
-			return nil, false, err
-		}
-		i, in := slices.BinarySearch(names, name)
-		if !in {
-			_ = f.Close()
-			continue
-		}
-		t := &ticket{path: f.Name(), f: f, done: make(chan struct{})}
-		go t.listen(woken)
-		return t, i == 0, nil
+	d, err := openLineDir(dir, true)
+	if err != nil {
+		return nil, false, err
 	}
-	return nil, false, fmt.Errorf("no place in the line %s", dir)
+	defer d.Close()
+	dfd := int(d.Fd())
+	name := ticketName(time.Now())
+	f, err := makeTicket(dfd, dir, name)
+	if err != nil {
+		return nil, false, err
+	}
+	t := &ticket{path: f.Name(), f: f, done: make(chan struct{})}
+	go t.listen(woken)
+	names, err := readLine(d)
+	if err != nil {
+		return t, false, nil // not at the front, as far as we know: poll
+	}
+	ahead := names[:max(0, slices.Index(names, name))]
+	live, _ := liveTickets(dfd, ahead, "", rings, false)
+	return t, live < rings, nil
 }
 
-// makeFIFO creates the FIFO path, and its directory if needed, and opens
-// it for reading and writing: a FIFO with no writer reads as end of file
-// at once, so the ticket is its own writer and its reads block.
-func makeFIFO(path string) (*os.File, error) {
-	err := unix.Mkfifo(path, filePerm)
-	if errors.Is(err, unix.ENOENT) {
-		if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
-			return nil, err
+// makeTicket makes the FIFO of a ticket under a name that is not a
+// ticket's, opens it for reading and writing (a FIFO with no writer reads
+// as end of file at once, so the ticket is its own writer and its reads
+// block), and renames it into the line.
+func makeTicket(dfd int, dir, name string) (*os.File, error) {
+	tmp := "." + name
+	if err := unix.Mkfifoat(dfd, tmp, filePerm); err != nil {
+		return nil, &fs.PathError{Op: "mkfifo", Path: filepath.Join(dir, tmp), Err: err}
+	}
+	fd, err := unix.Openat(dfd, tmp, unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		if err = unix.Renameat(dfd, tmp, dfd, name); err != nil {
+			_ = unix.Close(fd)
 		}
-		err = unix.Mkfifo(path, filePerm)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "mkfifo", Path: path, Err: err}
+		_ = unix.Unlinkat(dfd, tmp, 0)
+		return nil, &fs.PathError{Op: "open", Path: filepath.Join(dir, tmp), Err: err}
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NONBLOCK|oNoFollow, 0)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		_ = os.Remove(path)
-	}
-	return f, err
+	// Non-blocking: the runtime poller parks the reader, and Close wakes it.
+	return os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil
 }
 
-func (t *ticket) listen(woken func()) {
+func (t *ticket) listen(woken func(try bool)) {
 	defer close(t.done)
 	var b [64]byte
 	for {
-		if _, err := t.f.Read(b[:]); err != nil {
-			return // closed by leave
+		n, err := t.f.Read(b[:])
+		if err != nil {
+			return // closed
 		}
-		woken()
+		woken(bytes.IndexByte(b[:n], ringTry) >= 0)
 	}
 }
 
-// unlink takes t out of its line: no release rings it after this.
+// unlink takes t out of its line: no one rings it after this.
 func (t *ticket) unlink() { _ = os.Remove(t.path) }
 
 // close stops t's goroutine, once t is unlinked.
@@ -111,16 +128,23 @@ func (t *ticket) close() {
 	<-t.done
 }
 
-// lineNames lists the tickets of a line, earliest first: FIFOs named as
-// takeTicket names them. Anything else in the directory is ignored, and a
-// symbolic link in place of the directory is not followed, so a release
-// never writes to a file planted there.
-func lineNames(dir string) ([]string, error) {
-	d, err := openFile(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return nil, err
+// openLineDir opens a line directory, creating it when create is set. A
+// symbolic link in its place is not followed.
+func openLineDir(dir string, create bool) (*os.File, error) {
+	const flag = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW
+	d, err := openFile(dir, flag, 0)
+	if create && errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, dirPerm); err != nil {
+			return nil, err
+		}
+		d, err = openFile(dir, flag, 0)
 	}
-	defer d.Close()
+	return d, err
+}
+
+// readLine lists the tickets of the open line directory d, earliest first:
+// FIFOs named as takeTicket names them. Anything else is ignored.
+func readLine(d *os.File) ([]string, error) {
 	entries, err := d.ReadDir(-1)
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -150,12 +174,43 @@ func isTicket(name string) bool {
 	return true
 }
 
-// openTicket opens the ticket at path for writing without waiting. It
-// fails with ENXIO when no waiter has the ticket open, and with EINVAL
-// when path is not a FIFO (then it was replaced since the directory was
-// read).
-func openTicket(path string) (int, error) {
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+// liveTickets finds up to n of the tickets names (in order) of the line
+// open at dfd whose waiters are alive, skipping skip and deleting dead
+// waiters' tickets on the way, and returns how many it found and, with
+// keep, their descriptors. A ticket's waiter is alive when the ticket opens
+// for writing without waiting (else ENXIO: no one has it open for
+// reading). A kept ticket is opened for reading and writing, so a later
+// write does not fail, nor raise SIGPIPE, if its waiter leaves meanwhile.
+func liveTickets(dfd int, names []string, skip string, n int, keep bool) (live int, fds []int) {
+	for _, name := range names {
+		if live == n {
+			break
+		}
+		if name == skip {
+			continue
+		}
+		fd, err := openTicket(dfd, name, unix.O_WRONLY)
+		if errors.Is(err, unix.ENXIO) {
+			_ = unix.Unlinkat(dfd, name, 0)
+		}
+		if err != nil {
+			continue
+		}
+		live++
+		if keep {
+			if rw, err := openTicket(dfd, name, unix.O_RDWR); err == nil {
+				fds = append(fds, rw)
+			}
+		}
+		_ = unix.Close(fd)
+	}
+	return live, fds
+}
+
+// openTicket opens a ticket without waiting and checks it is a FIFO (it may
+// have been replaced since the directory was read).
+func openTicket(dfd int, name string, flag int) (int, error) {
+	fd, err := unix.Openat(dfd, name, flag|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, err
 	}
@@ -167,98 +222,80 @@ func openTicket(path string) (int, error) {
 	return fd, nil
 }
 
-// rings is how many waiters at the front of a line a release wakes: the
-// first to run takes the lock, and the others keep their places.
-const rings = 2
-
-// nextInLine opens the earliest live tickets, up to rings of them, of the
-// line of the lock at base for writing, deleting the tickets of dead
-// waiters on the way. It opens with raw system calls, so a ring never
-// waits in the runtime poller.
-func nextInLine(base string) []int {
-	dir := base + lineSuffix
-	names, err := lineNames(dir)
+// front opens the first live tickets of the line of the lock at base, up
+// to rings of them and skipping skip, for reading and writing.
+func front(base, skip string) []int {
+	d, err := openLineDir(base+lineSuffix, false)
 	if err != nil {
 		return nil
 	}
-	var fds []int
-	for _, name := range names {
-		path := filepath.Join(dir, name)
-		fd, err := openTicket(path)
-		if err == nil {
-			if fds = append(fds, fd); len(fds) == rings {
-				break
-			}
-		} else if errors.Is(err, unix.ENXIO) {
-			_ = os.Remove(path) // no reader: its waiter is gone
-		}
-	}
+	defer d.Close()
+	names, _ := readLine(d)
+	_, fds := liveTickets(int(d.Fd()), names, skip, rings, true)
 	return fds
 }
 
-// ring wakes the waiters of the tickets open at fds and closes them. It
-// reports false when every one of them left meanwhile (EPIPE). A full FIFO
-// (EAGAIN) holds wakes its waiter has not read yet, which is as good.
-func ring(fds []int) bool {
-	rang := false
+// send writes b to each ticket open at fds and closes them. A full FIFO
+// (EAGAIN) holds bytes its waiter has not read yet, which is as good.
+func send(fds []int, b byte) {
 	for _, fd := range fds {
-		_, err := unix.Write(fd, []byte{1})
+		_, _ = unix.Write(fd, []byte{b})
+	}
+	closeAll(fds)
+}
+
+func closeAll(fds []int) {
+	for _, fd := range fds {
 		_ = unix.Close(fd)
-		rang = rang || err == nil || errors.Is(err, unix.EAGAIN)
-	}
-	return rang
-}
-
-// wakeLine wakes the first live waiters in the line of the lock at base.
-func wakeLine(base string) {
-	for range 3 {
-		fds := nextInLine(base)
-		if len(fds) == 0 || ring(fds) {
-			return
-		}
 	}
 }
 
-// bell rings a Mutex holder's line on release. It opens the first
-// waiters' tickets while the lock is held (prepare, started at the grant),
-// so that the path from the unlock to the next holder's attempt holds a
-// write and no directory read. A waiter that joins later is behind those;
-// when all of them leave meanwhile the writes fail, and the release reads
-// the line again.
+// wakeLine rings the front of the line of the lock at base.
+func wakeLine(base string) { send(front(base, ""), ringTry) }
+
+// bell rings a Mutex holder's line on release. At the grant (prepare, in
+// a goroutine) it opens the front of the line, skipping the new holder's
+// own ticket, and tells those waiters they are at the front; the release
+// then only writes to them. A waiter that joins later is behind them, or
+// finds itself at the front and follows the lock file on its own. A line
+// that was empty at the grant is read again at the release.
 type bell struct {
-	base string
-	mu   sync.Mutex
-	fds  []int // the first waiters' tickets, open for writing
-	done bool  // rung: a prepare that ends later keeps nothing
+	base, skip string
+	mu         sync.Mutex
+	fds        []int
+	ready      bool // prepare has opened fds
+	done       bool // rung: a prepare that ends later keeps nothing
 }
 
-func newBell(base string) *bell {
-	b := &bell{base: base}
+func newBell(base, skip string) *bell {
+	b := &bell{base: base, skip: skip}
 	go b.prepare()
 	return b
 }
 
 func (b *bell) prepare() {
-	fds := nextInLine(b.base)
+	fds := front(b.base, b.skip)
+	for _, fd := range fds {
+		_, _ = unix.Write(fd, []byte{ringLead})
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.done {
-		for _, fd := range fds {
-			_ = unix.Close(fd)
-		}
+		closeAll(fds)
 		return
 	}
-	b.fds = fds
+	b.fds, b.ready = fds, true
 }
 
-// ring wakes the first waiters of the line; the lock is unlocked already.
+// ring wakes the front of the line; the lock is unlocked already.
 func (b *bell) ring() {
 	b.mu.Lock()
-	fds := b.fds
+	fds, ready := b.fds, b.ready
 	b.fds, b.done = nil, true
 	b.mu.Unlock()
-	if len(fds) > 0 && ring(fds) {
+	if !ready || len(fds) == 0 {
+		wakeLine(b.base)
 		return
 	}
-	wakeLine(b.base)
+	send(fds, ringTry)
 }

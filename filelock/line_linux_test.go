@@ -19,7 +19,11 @@ import (
 func lineTicket(t *testing.T, base string) (*ticket, *atomic.Int32) {
 	t.Helper()
 	var rung atomic.Int32
-	tk, _, err := takeTicket(base, func() { rung.Add(1) })
+	tk, _, err := takeTicket(base, func(try bool) {
+		if try {
+			rung.Add(1)
+		}
+	})
 	require.NoError(t, err)
 	t.Cleanup(func() { tk.unlink(); tk.close() })
 	return tk, &rung
@@ -112,7 +116,7 @@ func TestLineWritesOnlyTickets(t *testing.T) {
 	require.NoError(t, os.Mkdir(outside, 0o755))
 	linked := filepath.Join(root, "mutex", "y")
 	require.NoError(t, os.Symlink(outside, linked+lineSuffix))
-	_, _, err = takeTicket(linked, func() {})
+	_, _, err = takeTicket(linked, func(bool) {})
 	require.Error(t, err)
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
@@ -157,6 +161,16 @@ func TestLineWaiterGivingUpPassesOn(t *testing.T) {
 	require.NoError(t, <-got)
 }
 
+// lineNames lists the tickets of the line directory dir.
+func lineNames(dir string) ([]string, error) {
+	d, err := openLineDir(dir, false)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	return readLine(d)
+}
+
 // waitLine waits until the line of base holds n tickets.
 func waitLine(t *testing.T, base string, n int) {
 	t.Helper()
@@ -172,4 +186,216 @@ func waitLine(t *testing.T, base string, n int) {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// A ticket is in the line only while its waiter has it open: releases
+// deleting dead waiters' tickets as fast as they can never delete the
+// ticket of a waiter that is joining.
+func TestLineNeverDeletesALiveTicket(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "mutex", "x")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				wakeLine(base)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 1000 {
+		tk, _, err := takeTicket(base, func(bool) {})
+		require.NoError(t, err)
+		_, err = os.Lstat(tk.path)
+		tk.unlink()
+		tk.close()
+		require.NoError(t, err, "join %d: the ticket of a live waiter was deleted", i)
+	}
+}
+
+// A waiter is at the front when fewer than rings live waiters are ahead of
+// it; dead waiters' tickets ahead do not count, and it deletes them.
+func TestLineFrontCountsLiveWaitersOnly(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "mutex", "x")
+	dir := base + lineSuffix
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	var dead []string
+	for i := range rings + 1 {
+		path := filepath.Join(dir, ticketName(time.Now().Add(time.Duration(i-10)*time.Second)))
+		require.NoError(t, unix.Mkfifo(path, 0o600))
+		dead = append(dead, path)
+	}
+	var live []*ticket
+	for i := range rings + 1 {
+		tk, atFront, err := takeTicket(base, func(bool) {})
+		require.NoError(t, err)
+		t.Cleanup(func() { tk.unlink(); tk.close() })
+		live = append(live, tk)
+		assert.Equal(t, i < rings, atFront, "waiter %d", i)
+	}
+	for _, path := range dead {
+		assert.NoFileExists(t, path)
+	}
+}
+
+// A grant tells the waiters at the front of the line, its own ticket
+// skipped, that they are there, so that they follow the lock file: here a
+// waiter that joined third learns it, and when the holder then dies
+// without a ring, the waiters still get the lock in turn with no poll.
+func TestLineGrantTellsTheFront(t *testing.T) {
+	dir := t.TempDir()
+	holder := newProvider(t, dir)
+	base := holder.base(mutexDir, "x")
+	lf, err := holder.tryLock(base+".lock", false, true)
+	require.NoError(t, err)
+
+	var ps []*Provider
+	got := make(chan error, rings+1)
+	for i := range rings + 1 {
+		p := newProvider(t, dir, noPoll)
+		ps = append(ps, p)
+		go func() {
+			h, err := p.Mutex("x").Acquire(deadline(t))
+			if err == nil {
+				err = h.Release(context.Background())
+			}
+			got <- err
+		}()
+		waitLine(t, base, i+1)
+	}
+	last := ps[rings]
+	assert.False(t, leads(last, base), "the third waiter is not at the front when it joins")
+
+	names, err := lineNames(base + lineSuffix)
+	require.NoError(t, err)
+	lf.bell = newBell(base, names[0]) // as the grant to the first waiter would
+	waitFor(t, func() bool { return leads(last, base) }, "the third waiter to learn it is at the front")
+
+	// What the kernel does for a holder that exits: close its
+	// descriptors, with no release and no ring.
+	lf.bell = nil
+	require.NoError(t, lf.f.Close())
+	require.NoError(t, lf.signal.Close())
+	for range rings + 1 {
+		require.NoError(t, <-got)
+	}
+}
+
+// leads reports whether a waiter of p is at the front of base's line.
+func leads(p *Provider, base string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.heads[base]) > 0
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	ctx := deadline(t)
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waited for %s", what)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// newTestWatcher starts a watcher that sends the keys of its events.
+func newTestWatcher(t *testing.T) (*watcher, <-chan string) {
+	t.Helper()
+	keys := make(chan string, 64)
+	w := newWatcher(func(key string, _ bool) {
+		select {
+		case keys <- key:
+		default:
+		}
+	}, func() {})
+	require.NotNil(t, w)
+	t.Cleanup(w.close)
+	return w, keys
+}
+
+// waitKey waits for an event of key, skipping others.
+func waitKey(t *testing.T, keys <-chan string, key string) {
+	t.Helper()
+	ctx := deadline(t)
+	for {
+		select {
+		case k := <-keys:
+			if k == key {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no event for %s", key)
+		}
+	}
+}
+
+// closeWrite opens path for writing and closes it: IN_CLOSE_WRITE.
+func closeWrite(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+}
+
+// Followers of a lock file share one watch, which ends with the last of
+// them; a file that cannot be watched gives no watch, and unfollowing it
+// takes nothing from the others; after the file is replaced, the next
+// follower watches the new one, and the old watch's followers do not end
+// the new watch.
+func TestFollowFile(t *testing.T) {
+	w, keys := newTestWatcher(t)
+	key := filepath.Join(t.TempDir(), "x")
+	assert.Nil(t, w.followFile(key), "no file yet")
+	w.unfollowFile(nil)
+
+	closeWrite(t, key+".lock")
+	a, b := w.followFile(key), w.followFile(key)
+	require.NotNil(t, a)
+	require.Same(t, a, b)
+	closeWrite(t, key+".lock")
+	waitKey(t, keys, key)
+
+	require.NoError(t, os.Remove(key+".lock"))
+	waitFor(t, func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.follow[key] == nil
+	}, "the dropped watch to be forgotten")
+	closeWrite(t, key+".lock")
+	c := w.followFile(key)
+	require.NotNil(t, c)
+	require.NotSame(t, a, c)
+	w.unfollowFile(a)
+	w.unfollowFile(b)
+	closeWrite(t, key+".lock")
+	waitKey(t, keys, key)
+	w.unfollowFile(c)
+	w.mu.Lock()
+	assert.Empty(t, w.files)
+	assert.Empty(t, w.follow)
+	w.mu.Unlock()
+}
+
+// Following a lock file that is a symbolic link to a watched directory
+// leaves that directory's watch as it was: its releases still wake.
+func TestFollowFileDoesNotFollowLinks(t *testing.T) {
+	w, keys := newTestWatcher(t)
+	root := t.TempDir()
+	rw := filepath.Join(root, rwmutexDir)
+	mu := filepath.Join(root, mutexDir)
+	require.NoError(t, os.Mkdir(rw, 0o755))
+	require.NoError(t, os.Mkdir(mu, 0o755))
+	require.NoError(t, w.add(rw))
+	require.NoError(t, os.Symlink(rw, filepath.Join(mu, "x.lock")))
+	if fw := w.followFile(filepath.Join(mu, "x")); fw != nil {
+		defer w.unfollowFile(fw)
+	}
+	closeWrite(t, filepath.Join(rw, "y.lock"))
+	waitKey(t, keys, filepath.Join(rw, "y"))
 }

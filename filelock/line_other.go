@@ -9,7 +9,9 @@ import "errors"
 
 type ticket struct{}
 
-func takeTicket(string, func()) (*ticket, bool, error) { return nil, false, errors.ErrUnsupported }
+func takeTicket(string, func(bool)) (*ticket, bool, error) { return nil, false, errors.ErrUnsupported }
+
+func (*ticket) name() string { return "" }
 
 func (*ticket) unlink() {}
 
@@ -19,6 +21,6 @@ func wakeLine(string) {}
 
 type bell struct{}
 
-func newBell(string) *bell { return nil }
+func newBell(string, string) *bell { return nil }
 
 func (*bell) ring() {}

@@ -48,19 +48,27 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) {
 		return h, err
 	}
-	return m.p.waitInLine(ctx, m.name, m.base, m.try)
+	return m.p.waitInLine(ctx, m.name, m.base, m.attempt)
 }
 
-func (m *mutex) try(context.Context) (core.Handle, time.Duration, error) {
-	if err := m.p.usable(m.name); err != nil {
-		return nil, 0, err
+func (m *mutex) try(ctx context.Context) (core.Handle, time.Duration, error) {
+	return m.attempt("")(ctx)
+}
+
+// attempt is one try at the lock by the waiter whose ticket is skip ("" for
+// none), which the grant's bell does not ring.
+func (m *mutex) attempt(skip string) kit.Attempt {
+	return func(context.Context) (core.Handle, time.Duration, error) {
+		if err := m.p.usable(m.name); err != nil {
+			return nil, 0, err
+		}
+		lf, err := m.p.tryLock(m.base+".lock", false, true)
+		if err != nil {
+			return nil, 0, attemptError(m.name, err, "held by another handle or process")
+		}
+		lf.bell = newBell(m.base, skip)
+		return m.p.grant(m.name, m.base, lf, true)
 	}
-	lf, err := m.p.tryLock(m.base+".lock", false, true)
-	if err != nil {
-		return nil, 0, attemptError(m.name, err, "held by another handle or process")
-	}
-	lf.bell = newBell(m.base)
-	return m.p.grant(m.name, m.base, lf, true)
 }
 
 // attemptError turns a tryLock error into the error an attempt returns.

@@ -60,8 +60,8 @@ type Provider struct {
 
 	mu     sync.Mutex
 	closed bool
-	held   map[string]map[*handle]struct{} // by lock key
-	heads  map[string]map[string]struct{}  // lock key → its line's heads here (line.go)
+	held   map[string]map[*handle]struct{}    // by lock key
+	heads  map[string]map[string]*followWatch // lock key → its line's front waiters here (line.go)
 }
 
 var _ core.Provider = (*Provider)(nil)
@@ -101,7 +101,7 @@ func New(dir string, opts ...Option) (*Provider, error) {
 		backoff: o.backoff,
 		now:     time.Now,
 		held:    make(map[string]map[*handle]struct{}),
-		heads:   make(map[string]map[string]struct{}),
+		heads:   make(map[string]map[string]*followWatch),
 		probe:   kit.NewProbe(backend, o.log, o.observers...),
 	}
 	p.keeper, err = kit.NewKeeper(kit.KeeperConfig{

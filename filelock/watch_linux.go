@@ -40,14 +40,17 @@ type watcher struct {
 	mu     sync.Mutex
 	byWD   map[int32]string
 	byDir  map[string]int32
-	files  map[int32]string        // watch of a followed lock file → its key
-	follow map[string]*followWatch // by key
+	files  map[int32]*followWatch  // watches of followed lock files
+	follow map[string]*followWatch // the live one of each key
 	done   chan struct{}
 }
 
+// followWatch is the watch of one lock file that the front waiters of its
+// Mutex follow.
 type followWatch struct {
-	wd int32
-	n  int // heads following
+	key string
+	wd  int32
+	n   int // followers
 }
 
 const watchMask = unix.IN_CLOSE_WRITE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
@@ -76,7 +79,7 @@ func newWatcher(onKey func(key string, moved bool), onAll func()) *watcher {
 		onAll:  onAll,
 		byWD:   make(map[int32]string),
 		byDir:  make(map[string]int32),
-		files:  make(map[int32]string),
+		files:  make(map[int32]*followWatch),
 		follow: make(map[string]*followWatch),
 		done:   make(chan struct{}),
 	}
@@ -130,42 +133,52 @@ func (w *watcher) rmWatch(wd int32) {
 }
 
 // followFile watches the lock file of key for the close of its holder's
-// signal descriptor (a release, or the holder's death), until as many
-// unfollowFile calls. A nil watcher, or a file that cannot be watched, is
-// fine: the head then sees a death on its backoff.
-func (w *watcher) followFile(key string) {
+// signal descriptor (a release, or the holder's death), until the returned
+// watch is unfollowed as many times as it was followed. It returns nil when
+// the file cannot be watched (or w is nil): the follower then sees a death
+// on its backoff.
+func (w *watcher) followFile(key string) *followWatch {
 	if w == nil {
-		return
+		return nil
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if fw := w.follow[key]; fw != nil {
 		fw.n++
-		return
+		return fw
 	}
-	wd, err := w.addWatch(key+".lock", unix.IN_CLOSE_WRITE)
+	wd, err := w.addWatch(key+".lock", unix.IN_CLOSE_WRITE|unix.IN_DONT_FOLLOW)
 	if err != nil {
-		return
+		return nil
 	}
-	w.files[wd] = key
-	w.follow[key] = &followWatch{wd: wd, n: 1}
+	if dir, ok := w.byWD[wd]; ok {
+		// The path names a watched directory, whose mask the call just
+		// replaced: put it back, and follow nothing.
+		_, _ = w.addWatch(dir, dirMask(dir))
+		return nil
+	}
+	if _, ok := w.files[wd]; ok {
+		return nil // the file of another key (a hard link): not ours to follow
+	}
+	fw := &followWatch{key: key, wd: wd, n: 1}
+	w.files[wd] = fw
+	w.follow[key] = fw
+	return fw
 }
 
-func (w *watcher) unfollowFile(key string) {
-	if w == nil {
+func (w *watcher) unfollowFile(fw *followWatch) {
+	if w == nil || fw == nil {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fw := w.follow[key]
-	if fw == nil {
-		return
-	}
 	if fw.n--; fw.n > 0 {
 		return
 	}
-	delete(w.follow, key)
-	if _, ok := w.files[fw.wd]; ok {
+	if w.follow[fw.key] == fw {
+		delete(w.follow, fw.key)
+	}
+	if w.files[fw.wd] == fw {
 		delete(w.files, fw.wd)
 		w.rmWatch(fw.wd)
 	}
@@ -235,16 +248,19 @@ func (w *watcher) dispatch(b []byte) {
 
 // followed handles an event of a followed lock file, and reports whether
 // wd is one. A watch the kernel dropped (IN_IGNORED: the file was deleted)
-// is forgotten; the head then sees later releases on its backoff.
+// is forgotten, and the next follower watches the file now at the path.
 func (w *watcher) followed(wd int32, mask uint32) bool {
 	w.mu.Lock()
-	key, ok := w.files[wd]
+	fw, ok := w.files[wd]
 	if ok && mask&unix.IN_IGNORED != 0 {
 		delete(w.files, wd)
+		if w.follow[fw.key] == fw {
+			delete(w.follow, fw.key)
+		}
 	}
 	w.mu.Unlock()
 	if ok {
-		w.onKey(key, false)
+		w.onKey(fw.key, false)
 	}
 	return ok
 }
