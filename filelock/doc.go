@@ -63,21 +63,21 @@
 // # Waiting
 //
 // Acquire does not sleep-poll. On Linux a Mutex's waiters line up across
-// processes: a waiter whose first attempt fails takes a ticket, a FIFO in
-// <dir>/mutex/<stem>.line/ named by its arrival time, which it keeps open
-// while it waits. A release writes a byte to the two earliest tickets,
-// which wakes those two waiters alone, in whatever process they are: the
-// first to run takes the lock, and the other keeps its place. A ticket that
-// no one has open any more (its waiter's process died) is deleted by the
-// release, which rings the next. The tickets only decide whom a release
-// wakes; flock alone decides who holds the lock, and a newcomer whose first
-// attempt finds the lock free takes it. The release opens the tickets while
-// it still holds the lock, so a handover costs one write and the next
-// holder's attempt. A waiter that gives up rings the line in its place. The
-// waiters at the front also follow the lock file through inotify, so the
-// death of a holder, which rings no one, wakes them at once; the others
-// poll from 20 ms, only to recover a ring lost with a waiter that died
-// after it was rung.
+// the processes of the host: a waiter whose first attempt fails takes a
+// ticket, a FIFO in <dir>/mutex/<stem>.line/ named by its arrival time,
+// which it keeps open while it waits. A release writes a byte to the two
+// earliest live tickets, which wakes those two waiters alone: the first to
+// run takes the lock, and the other keeps its place. A ticket that no one
+// has open any more (its waiter's process died) is deleted by whoever finds
+// it. The tickets only decide whom a release wakes; flock alone decides who
+// holds the lock, and a newcomer whose first attempt finds the lock free
+// takes it. Each grant looks up the front of the line while the lock is
+// held, so a handover costs a write and the next holder's attempt, and
+// tells the waiters there so: they, and a waiter that joins a short line,
+// also follow the lock file through inotify, so the death of a holder,
+// which rings no one, wakes them at once. A waiter that gives up rings the
+// line in its place. The others poll from 20 ms, only to recover a ring
+// lost with waiters that died at the front.
 //
 // Reader-writer locks and semaphores, and every kind elsewhere than Linux,
 // wait as before the line: one inotify descriptor per Provider watches the
@@ -149,7 +149,9 @@
 // # Limits
 //
 // Locks are as reliable as the file system's locking: use a local file
-// system. Where NFS emulates flock with byte-range locks, acquires fail with
+// system. A FIFO only wakes processes of the host that writes to it, so on
+// a directory shared between hosts a Mutex's waiters on other hosts poll.
+// Where NFS emulates flock with byte-range locks, acquires fail with
 // core.ErrUnsupported. Fencing counters are not fsynced, so tokens survive
 // process crashes but not necessarily a machine crash. Every process must
 // have write access to the directory and its files. On Windows a held lock

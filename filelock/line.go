@@ -18,7 +18,7 @@ import (
 // on the Queued backoff, which recovers a ring lost with waiters that died
 // at the front. Where a line cannot be joined (not Linux), the waiter races
 // with the others (Provider.wait).
-func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt func(skip string) kit.Attempt) (core.Handle, error) {
+func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt func(t *ticket) kit.Attempt) (core.Handle, error) {
 	wk := key + "\x00" + strconv.FormatUint(p.waits.Add(1), 10)
 	wake, stop := p.notifier.Subscribe(wk)
 	defer stop()
@@ -32,12 +32,12 @@ func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt fun
 		stop()
 		p.lead(key, wk)
 		defer p.unlead(key, wk)
-		return p.wait(ctx, name, key, true, attempt(""))
+		return p.wait(ctx, name, key, true, attempt(nil))
 	}
 	if atFront {
 		p.lead(key, wk)
 	}
-	h, err := kit.Wait(ctx, p.backoff.Queued(), wake, attempt(t.name()))
+	h, err := kit.Wait(ctx, p.backoff.Queued(), wake, attempt(t))
 	t.unlink()
 	if err != nil {
 		t.close()
@@ -54,24 +54,23 @@ func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt fun
 }
 
 // lead makes the waiter wk one at the front of key's line: it wakes on
-// key's release events too, which this Provider follows for it.
+// key's release events too, which this Provider follows for it. The watch
+// is in place when lead returns; one that ended (the file was replaced) is
+// renewed.
 func (p *Provider) lead(key, wk string) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	set := p.heads[key]
 	if set == nil {
 		set = make(map[string]*followWatch)
 		p.heads[key] = set
 	}
-	_, was := set[wk]
-	set[wk] = nil
-	p.mu.Unlock()
-	if was {
+	fw, was := set[wk]
+	if was && p.watcher.watches(fw) {
 		return
 	}
-	fw := p.watcher.followFile(key)
-	p.mu.Lock()
-	set[wk] = fw
-	p.mu.Unlock()
+	p.watcher.unfollowFile(fw)
+	set[wk] = p.watcher.followFile(key)
 }
 
 // unlead undoes lead; no lead of wk runs after it starts.

@@ -19,11 +19,12 @@ import (
 
 // A Mutex's waiters line up across the processes of a host. A waiter whose
 // first attempt fails takes a ticket: a FIFO in <base>.line/, named by its
-// arrival time, that the waiter keeps open for reading and writing while it
-// waits. A ticket appears under its name only once it is open (it is made
-// under another name and renamed), so a ticket that cannot be opened for
-// writing without a reader (ENXIO) is a dead waiter's, and whoever finds one
-// deletes it.
+// arrival time on the host's monotonic clock, that the waiter keeps open for
+// reading and writing while it waits. A ticket appears under its name only
+// once it is open (it is made under a temporary name and renamed), so a
+// ticket that cannot be opened for writing without a reader (ENXIO) is a
+// dead waiter's, and whoever finds one deletes it. A waiter takes its
+// ticket out of the line as soon as it has the lock.
 //
 // Two bytes travel on a ticket. ringTry, from a release (or a waiter that
 // gives up), says the lock may be free: the waiter tries it. ringLead, from
@@ -47,14 +48,11 @@ const (
 
 // ticket is a waiter's place in a line.
 type ticket struct {
-	path string
-	f    *os.File // read end, in the runtime poller; held open while waiting
-	done chan struct{}
+	path     string
+	f        *os.File // read end, in the runtime poller; held open while waiting
+	done     chan struct{}
+	unlinked bool // used by the waiter's goroutine only
 }
-
-// name is the ticket's name in its line, which a grant of its own waiter
-// skips when it rings the front.
-func (t *ticket) name() string { return filepath.Base(t.path) }
 
 // takeTicket joins the line of the lock at base, and reports whether the
 // ticket is at the front (fewer than rings live tickets ahead of it). woken
@@ -68,32 +66,31 @@ func takeTicket(base string, woken func(try bool)) (*ticket, bool, error) {
 	}
 	defer d.Close()
 	dfd := int(d.Fd())
-	name := ticketName(time.Now())
+	name := ticketName(monotonic())
 	f, err := makeTicket(dfd, dir, name)
 	if err != nil {
 		return nil, false, err
 	}
 	t := &ticket{path: f.Name(), f: f, done: make(chan struct{})}
 	go t.listen(woken)
-	names, err := readLine(d)
+	names, err := readLine(d, dfd)
 	if err != nil {
 		return t, false, nil // not at the front, as far as we know: poll
 	}
 	ahead := names[:max(0, slices.Index(names, name))]
-	live, _ := liveTickets(dfd, ahead, "", rings, false)
-	return t, live < rings, nil
+	return t, len(liveTickets(dfd, ahead, rings, false)) < rings, nil
 }
 
-// makeTicket makes the FIFO of a ticket under a name that is not a
-// ticket's, opens it for reading and writing (a FIFO with no writer reads
-// as end of file at once, so the ticket is its own writer and its reads
-// block), and renames it into the line.
+// makeTicket makes the FIFO of a ticket under a temporary name, opens it
+// for reading and writing (a FIFO with no writer reads as end of file at
+// once, so the ticket is its own writer and its reads block), and renames
+// it into the line.
 func makeTicket(dfd int, dir, name string) (*os.File, error) {
 	tmp := "." + name
 	if err := unix.Mkfifoat(dfd, tmp, filePerm); err != nil {
 		return nil, &fs.PathError{Op: "mkfifo", Path: filepath.Join(dir, tmp), Err: err}
 	}
-	fd, err := unix.Openat(dfd, tmp, unix.O_RDWR|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openTicket(dfd, tmp, unix.O_RDWR)
 	if err == nil {
 		if err = unix.Renameat(dfd, tmp, dfd, name); err != nil {
 			_ = unix.Close(fd)
@@ -119,8 +116,14 @@ func (t *ticket) listen(woken func(try bool)) {
 	}
 }
 
-// unlink takes t out of its line: no one rings it after this.
-func (t *ticket) unlink() { _ = os.Remove(t.path) }
+// unlink takes t out of its line, once: no one rings it after this. A nil
+// ticket is fine.
+func (t *ticket) unlink() {
+	if t != nil && !t.unlinked {
+		t.unlinked = true
+		_ = os.Remove(t.path)
+	}
+}
 
 // close stops t's goroutine, once t is unlinked.
 func (t *ticket) close() {
@@ -142,24 +145,40 @@ func openLineDir(dir string, create bool) (*os.File, error) {
 	return d, err
 }
 
-// readLine lists the tickets of the open line directory d, earliest first:
-// FIFOs named as takeTicket names them. Anything else is ignored.
-func readLine(d *os.File) ([]string, error) {
+// readLine lists the tickets of the open line directory d (dfd its
+// descriptor), earliest first: FIFOs named as takeTicket names them.
+// Anything else is ignored, but for the temporary FIFO of a ticket whose
+// process died before renaming it, which it deletes after a minute.
+func readLine(d *os.File, dfd int) ([]string, error) {
 	entries, err := d.ReadDir(-1)
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
-		if e.Type() == fs.ModeNamedPipe && isTicket(e.Name()) {
-			names = append(names, e.Name())
+		if e.Type() != fs.ModeNamedPipe {
+			continue
+		}
+		switch name := e.Name(); {
+		case isTicket(name):
+			names = append(names, name)
+		case name[0] == '.' && isTicket(name[1:]) && name[1:] < ticketName(monotonic()-int64(time.Minute)):
+			_ = unix.Unlinkat(dfd, name, 0)
 		}
 	}
 	slices.Sort(names)
 	return names, err
 }
 
-// ticketName is the name of a ticket taken at t: the time in 16 hex
-// digits, so names sort by arrival, and 8 random ones.
-func ticketName(t time.Time) string {
-	return fmt.Sprintf("%016x-%08x", t.UnixNano(), rand.Uint32())
+// ticketName is the name of a ticket taken at ns on the monotonic clock:
+// 16 hex digits, so names sort by arrival, and 8 random ones.
+func ticketName(ns int64) string {
+	return fmt.Sprintf("%016x-%08x", ns, rand.Uint32())
+}
+
+// monotonic reads CLOCK_MONOTONIC, which every process of a host shares and
+// no clock step moves.
+func monotonic() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 func isTicket(name string) bool {
@@ -174,37 +193,29 @@ func isTicket(name string) bool {
 	return true
 }
 
-// liveTickets finds up to n of the tickets names (in order) of the line
-// open at dfd whose waiters are alive, skipping skip and deleting dead
-// waiters' tickets on the way, and returns how many it found and, with
-// keep, their descriptors. A ticket's waiter is alive when the ticket opens
-// for writing without waiting (else ENXIO: no one has it open for
-// reading). A kept ticket is opened for reading and writing, so a later
-// write does not fail, nor raise SIGPIPE, if its waiter leaves meanwhile.
-func liveTickets(dfd int, names []string, skip string, n int, keep bool) (live int, fds []int) {
+// liveTickets opens for writing, without waiting, up to n of the tickets
+// names (in order) of the line open at dfd whose waiters are alive,
+// deleting dead waiters' tickets on the way (ENXIO: no one has the ticket
+// open for reading). Without keep it closes them again, and only their
+// number counts.
+func liveTickets(dfd int, names []string, n int, keep bool) []int {
+	var fds []int
 	for _, name := range names {
-		if live == n {
+		if len(fds) == n {
 			break
-		}
-		if name == skip {
-			continue
 		}
 		fd, err := openTicket(dfd, name, unix.O_WRONLY)
 		if errors.Is(err, unix.ENXIO) {
 			_ = unix.Unlinkat(dfd, name, 0)
 		}
-		if err != nil {
-			continue
+		if err == nil {
+			fds = append(fds, fd)
 		}
-		live++
-		if keep {
-			if rw, err := openTicket(dfd, name, unix.O_RDWR); err == nil {
-				fds = append(fds, rw)
-			}
-		}
-		_ = unix.Close(fd)
 	}
-	return live, fds
+	if !keep {
+		closeAll(fds)
+	}
+	return fds
 }
 
 // openTicket opens a ticket without waiting and checks it is a FIFO (it may
@@ -222,26 +233,32 @@ func openTicket(dfd int, name string, flag int) (int, error) {
 	return fd, nil
 }
 
-// front opens the first live tickets of the line of the lock at base, up
-// to rings of them and skipping skip, for reading and writing.
-func front(base, skip string) []int {
+// front opens the first live tickets of the line of the lock at base for
+// writing, up to rings of them.
+func front(base string) []int {
 	d, err := openLineDir(base+lineSuffix, false)
 	if err != nil {
 		return nil
 	}
 	defer d.Close()
-	names, _ := readLine(d)
-	_, fds := liveTickets(int(d.Fd()), names, skip, rings, true)
-	return fds
+	dfd := int(d.Fd())
+	names, _ := readLine(d, dfd)
+	return liveTickets(dfd, names, rings, true)
 }
 
-// send writes b to each ticket open at fds and closes them. A full FIFO
-// (EAGAIN) holds bytes its waiter has not read yet, which is as good.
-func send(fds []int, b byte) {
+// send writes b to each ticket open at fds and closes them. It reports
+// whether one of them took it: the others' waiters left (EPIPE; Go ignores
+// the SIGPIPE of a descriptor other than standard output and error, unless
+// the program asked for it with signal.Notify). A full FIFO (EAGAIN) holds
+// bytes its waiter has not read yet, which is as good.
+func send(fds []int, b byte) bool {
+	took := false
 	for _, fd := range fds {
-		_, _ = unix.Write(fd, []byte{b})
+		_, err := unix.Write(fd, []byte{b})
+		took = took || err == nil || errors.Is(err, unix.EAGAIN)
 	}
 	closeAll(fds)
+	return took
 }
 
 func closeAll(fds []int) {
@@ -251,30 +268,36 @@ func closeAll(fds []int) {
 }
 
 // wakeLine rings the front of the line of the lock at base.
-func wakeLine(base string) { send(front(base, ""), ringTry) }
-
-// bell rings a Mutex holder's line on release. At the grant (prepare, in
-// a goroutine) it opens the front of the line, skipping the new holder's
-// own ticket, and tells those waiters they are at the front; the release
-// then only writes to them. A waiter that joins later is behind them, or
-// finds itself at the front and follows the lock file on its own. A line
-// that was empty at the grant is read again at the release.
-type bell struct {
-	base, skip string
-	mu         sync.Mutex
-	fds        []int
-	ready      bool // prepare has opened fds
-	done       bool // rung: a prepare that ends later keeps nothing
+func wakeLine(base string) {
+	for range 3 {
+		if fds := front(base); len(fds) == 0 || send(fds, ringTry) {
+			return
+		}
+	}
 }
 
-func newBell(base, skip string) *bell {
-	b := &bell{base: base, skip: skip}
+// bell rings a Mutex holder's line on release. At the grant (prepare, in a
+// goroutine) it opens the front of the line and tells those waiters they
+// are there; the release then only writes to them. A waiter that joins
+// later is behind them, or finds itself at the front and follows the lock
+// file on its own. A line that was empty at the grant, or whose front all
+// left meanwhile, is read again at the release.
+type bell struct {
+	base  string
+	mu    sync.Mutex
+	fds   []int
+	ready bool // prepare has opened fds
+	done  bool // rung: a prepare that ends later keeps nothing
+}
+
+func newBell(base string) *bell {
+	b := &bell{base: base}
 	go b.prepare()
 	return b
 }
 
 func (b *bell) prepare() {
-	fds := front(b.base, b.skip)
+	fds := front(b.base)
 	for _, fd := range fds {
 		_, _ = unix.Write(fd, []byte{ringLead})
 	}
@@ -293,9 +316,7 @@ func (b *bell) ring() {
 	fds, ready := b.fds, b.ready
 	b.fds, b.done = nil, true
 	b.mu.Unlock()
-	if !ready || len(fds) == 0 {
+	if !ready || !send(fds, ringTry) {
 		wakeLine(b.base)
-		return
 	}
-	send(fds, ringTry)
 }

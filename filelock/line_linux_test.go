@@ -86,7 +86,7 @@ func TestLineSkipsDeadWaiters(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "mutex", "x")
 	dir := base + lineSuffix
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	dead := filepath.Join(dir, ticketName(time.Now().Add(-time.Hour)))
+	dead := filepath.Join(dir, ticketName(monotonic()-int64(time.Hour)))
 	require.NoError(t, unix.Mkfifo(dead, 0o600))
 	_, rung := lineTicket(t, base)
 
@@ -102,7 +102,7 @@ func TestLineWritesOnlyTickets(t *testing.T) {
 	base := filepath.Join(root, "mutex", "x")
 	dir := base + lineSuffix
 	require.NoError(t, os.MkdirAll(dir, 0o755))
-	plain := filepath.Join(dir, ticketName(time.Now().Add(-time.Hour)))
+	plain := filepath.Join(dir, ticketName(monotonic()-int64(time.Hour)))
 	require.NoError(t, os.WriteFile(plain, nil, 0o600))
 	other := filepath.Join(dir, "fifo")
 	require.NoError(t, unix.Mkfifo(other, 0o600))
@@ -168,7 +168,7 @@ func lineNames(dir string) ([]string, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return readLine(d)
+	return readLine(d, int(d.Fd()))
 }
 
 // waitLine waits until the line of base holds n tickets.
@@ -218,17 +218,23 @@ func TestLineNeverDeletesALiveTicket(t *testing.T) {
 }
 
 // A waiter is at the front when fewer than rings live waiters are ahead of
-// it; dead waiters' tickets ahead do not count, and it deletes them.
+// it; dead waiters' tickets ahead do not count, and it deletes them, and
+// the stale FIFOs of tickets never renamed into the line.
 func TestLineFrontCountsLiveWaitersOnly(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "mutex", "x")
 	dir := base + lineSuffix
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	var dead []string
 	for i := range rings + 1 {
-		path := filepath.Join(dir, ticketName(time.Now().Add(time.Duration(i-10)*time.Second)))
+		path := filepath.Join(dir, ticketName(monotonic()+int64(time.Duration(i-10)*time.Second)))
 		require.NoError(t, unix.Mkfifo(path, 0o600))
 		dead = append(dead, path)
 	}
+	// A ticket's FIFO whose process died before renaming it into the
+	// line, a while ago.
+	stale := filepath.Join(dir, "."+ticketName(monotonic()-int64(2*time.Minute)))
+	require.NoError(t, unix.Mkfifo(stale, 0o600))
+	dead = append(dead, stale)
 	var live []*ticket
 	for i := range rings + 1 {
 		tk, atFront, err := takeTicket(base, func(bool) {})
@@ -242,8 +248,8 @@ func TestLineFrontCountsLiveWaitersOnly(t *testing.T) {
 	}
 }
 
-// A grant tells the waiters at the front of the line, its own ticket
-// skipped, that they are there, so that they follow the lock file: here a
+// A grant tells the waiters at the front of the line (behind the new
+// holder, whose ticket is gone) that they are there, so that they follow the lock file: here a
 // waiter that joined third learns it, and when the holder then dies
 // without a ring, the waiters still get the lock in turn with no poll.
 func TestLineGrantTellsTheFront(t *testing.T) {
@@ -272,7 +278,8 @@ func TestLineGrantTellsTheFront(t *testing.T) {
 
 	names, err := lineNames(base + lineSuffix)
 	require.NoError(t, err)
-	lf.bell = newBell(base, names[0]) // as the grant to the first waiter would
+	require.NoError(t, os.Remove(filepath.Join(base+lineSuffix, names[0])))
+	lf.bell = newBell(base) // as the grant to the first waiter would
 	waitFor(t, func() bool { return leads(last, base) }, "the third waiter to learn it is at the front")
 
 	// What the kernel does for a holder that exits: close its

@@ -11,8 +11,6 @@ type ticket struct{}
 
 func takeTicket(string, func(bool)) (*ticket, bool, error) { return nil, false, errors.ErrUnsupported }
 
-func (*ticket) name() string { return "" }
-
 func (*ticket) unlink() {}
 
 func (*ticket) close() {}
@@ -21,6 +19,6 @@ func wakeLine(string) {}
 
 type bell struct{}
 
-func newBell(string, string) *bell { return nil }
+func newBell(string) *bell { return nil }
 
 func (*bell) ring() {}

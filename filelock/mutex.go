@@ -52,12 +52,13 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 }
 
 func (m *mutex) try(ctx context.Context) (core.Handle, time.Duration, error) {
-	return m.attempt("")(ctx)
+	return m.attempt(nil)(ctx)
 }
 
-// attempt is one try at the lock by the waiter whose ticket is skip ("" for
-// none), which the grant's bell does not ring.
-func (m *mutex) attempt(skip string) kit.Attempt {
+// attempt is one try at the lock by the waiter whose ticket is t (nil for
+// none). Once it has the lock it takes the ticket out of the line, so that
+// its bell, and joiners, see the waiters behind it at the front.
+func (m *mutex) attempt(t *ticket) kit.Attempt {
 	return func(context.Context) (core.Handle, time.Duration, error) {
 		if err := m.p.usable(m.name); err != nil {
 			return nil, 0, err
@@ -66,7 +67,8 @@ func (m *mutex) attempt(skip string) kit.Attempt {
 		if err != nil {
 			return nil, 0, attemptError(m.name, err, "held by another handle or process")
 		}
-		lf.bell = newBell(m.base, skip)
+		t.unlink()
+		lf.bell = newBell(m.base)
 		return m.p.grant(m.name, m.base, lf, true)
 	}
 }

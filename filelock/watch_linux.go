@@ -166,6 +166,16 @@ func (w *watcher) followFile(key string) *followWatch {
 	return fw
 }
 
+// watches reports whether fw still watches its file.
+func (w *watcher) watches(fw *followWatch) bool {
+	if w == nil || fw == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.files[fw.wd] == fw
+}
+
 func (w *watcher) unfollowFile(fw *followWatch) {
 	if w == nil || fw == nil {
 		return

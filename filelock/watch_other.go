@@ -18,4 +18,6 @@ type followWatch struct{}
 
 func (*watcher) followFile(string) *followWatch { return nil }
 
+func (*watcher) watches(*followWatch) bool { return false }
+
 func (*watcher) unfollowFile(*followWatch) {}
