@@ -406,3 +406,44 @@ func TestFollowFileDoesNotFollowLinks(t *testing.T) {
 	closeWrite(t, filepath.Join(rw, "y.lock"))
 	waitKey(t, keys, filepath.Join(rw, "y"))
 }
+
+// A release whose prepared front died meanwhile (its rings find no reader)
+// reads the line again and rings the live waiter behind it, which nothing
+// else would wake: it joined third, so it does not follow the lock file.
+func TestLineReleaseRingsPastADeadFront(t *testing.T) {
+	dir := t.TempDir()
+	holder := newProvider(t, dir)
+	base := holder.base(mutexDir, "x")
+	lf, err := holder.tryLock(base+".lock", false, true)
+	require.NoError(t, err)
+	var front []*ticket
+	for range rings {
+		tk, _, err := takeTicket(base, func(bool) {})
+		require.NoError(t, err)
+		front = append(front, tk)
+	}
+
+	waiter := newProvider(t, dir, noPoll)
+	got := make(chan error, 1)
+	go func() {
+		h, err := waiter.Mutex("x").Acquire(deadline(t))
+		if err == nil {
+			err = h.Release(context.Background())
+		}
+		got <- err
+	}()
+	waitLine(t, base, rings+1)
+	require.False(t, leads(waiter, base), "the waiter joined behind a full front")
+
+	lf.bell = newBell(base) // as a grant does: it opens the front
+	waitFor(t, func() bool {
+		lf.bell.mu.Lock()
+		defer lf.bell.mu.Unlock()
+		return lf.bell.ready
+	}, "the bell to be ready")
+	for _, tk := range front {
+		tk.close() // the front's processes die: no unlink, no pass-on
+	}
+	require.NoError(t, lf.release())
+	require.NoError(t, <-got)
+}
