@@ -247,18 +247,28 @@ func front(base string) []int {
 }
 
 // send writes b to each ticket open at fds and closes them. It reports
-// whether one of them took it: the others' waiters left (EPIPE; Go ignores
-// the SIGPIPE of a descriptor other than standard output and error, unless
-// the program asked for it with signal.Notify). A full FIFO (EAGAIN) holds
-// bytes its waiter has not read yet, which is as good.
+// whether one of them took it. A full FIFO (EAGAIN) holds bytes its waiter
+// has not read yet, which is as good.
 func send(fds []int, b byte) bool {
 	took := false
 	for _, fd := range fds {
-		_, err := unix.Write(fd, []byte{b})
-		took = took || err == nil || errors.Is(err, unix.EAGAIN)
+		took = writeTicket(fd, b) || took
 	}
 	closeAll(fds)
 	return took
+}
+
+// writeTicket writes b to the ticket open at fd, unless its waiter left
+// (no reader: POLLERR). Looking first keeps the write from raising
+// SIGPIPE, which a program that asked for it with signal.Notify would
+// receive; a waiter that leaves in between still can.
+func writeTicket(fd int, b byte) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+	if n, err := unix.Poll(pfd, 0); err == nil && n == 1 && pfd[0].Revents&unix.POLLERR != 0 {
+		return false
+	}
+	_, err := unix.Write(fd, []byte{b})
+	return err == nil || errors.Is(err, unix.EAGAIN)
 }
 
 func closeAll(fds []int) {
@@ -299,7 +309,7 @@ func newBell(base string) *bell {
 func (b *bell) prepare() {
 	fds := front(b.base)
 	for _, fd := range fds {
-		_, _ = unix.Write(fd, []byte{ringLead})
+		writeTicket(fd, ringLead)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -5,7 +5,9 @@ package filelock
 import (
 	"context"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -446,4 +448,31 @@ func TestLineReleaseRingsPastADeadFront(t *testing.T) {
 	}
 	require.NoError(t, lf.release())
 	require.NoError(t, <-got)
+}
+
+// A ring to a waiter that left raises no SIGPIPE, which a program that
+// asked for it with signal.Notify would receive.
+func TestLineRingRaisesNoSIGPIPE(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "mutex", "x")
+	tk, _, err := takeTicket(base, func(bool) {})
+	require.NoError(t, err)
+	fds := front(base)
+	require.Len(t, fds, 1)
+	tk.unlink()
+	tk.close() // the waiter leaves after the front was opened
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGPIPE, syscall.SIGWINCH)
+	defer signal.Stop(sigs)
+	assert.False(t, send(fds, ringTry), "the ring reached no one")
+	// A SIGPIPE would be raised by the write itself, before this one,
+	// and the runtime hands pending signals over in their numbers'
+	// order: SIGPIPE (13) before SIGWINCH (28).
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGWINCH))
+	select {
+	case sig := <-sigs:
+		assert.Equal(t, syscall.SIGWINCH, sig)
+	case <-deadline(t).Done():
+		t.Fatal("no signal")
+	}
 }
