@@ -41,6 +41,20 @@ func deadline(t *testing.T) context.Context {
 	return ctx
 }
 
+// acquireAndRelease runs l.Acquire, bounded by the test's deadline, and then
+// the handle's Release in a goroutine, and sends their error.
+func acquireAndRelease(t *testing.T, l core.Locker) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		h, err := l.Acquire(deadline(t))
+		if err == nil {
+			err = h.Release(context.Background())
+		}
+		got <- err
+	}()
+	return got
+}
+
 func lockPath(h core.Handle) string {
 	fh := h.(*handle)
 	fh.mu.Lock()
@@ -412,14 +426,7 @@ func TestWaitWakesOnRelease(t *testing.T) {
 				if k.name == "Semaphore" {
 					w = waiterP.Semaphore("wake", 1)
 				}
-				got := make(chan error, 1)
-				go func() {
-					h, err := w.Acquire(deadline(t))
-					if err == nil {
-						err = h.Release(context.Background())
-					}
-					got <- err
-				}()
+				got := acquireAndRelease(t, w)
 				waitForSubscriber(t, waiterP)
 				require.NoError(t, held.Release(context.Background()))
 				require.NoError(t, <-got)
@@ -606,14 +613,7 @@ func TestWaitWakesOnHolderDeath(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, lf.signal)
 
-	got := make(chan error, 1)
-	go func() {
-		h, err := waiter.Mutex("abandoned").Acquire(deadline(t))
-		if err == nil {
-			err = h.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(t, waiter.Mutex("abandoned"))
 	waitForSubscriber(t, waiter)
 	// What the kernel does for a process that exits: close everything,
 	// with no Release and no in-process signal.
@@ -649,14 +649,7 @@ func TestDirectoryRemoved(t *testing.T) {
 	held, err := other.Mutex("again").Acquire(deadline(t))
 	require.NoError(t, err)
 	waiter := newProvider(t, dir, noPoll)
-	got := make(chan error, 1)
-	go func() {
-		h, err := waiter.Mutex("again").Acquire(deadline(t))
-		if err == nil {
-			err = h.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(t, waiter.Mutex("again"))
 	waitForSubscriber(t, waiter)
 	require.NoError(t, held.Release(ctx))
 	require.NoError(t, <-got)

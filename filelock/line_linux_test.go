@@ -132,9 +132,7 @@ func TestLineWritesOnlyTickets(t *testing.T) {
 // wake, gets the lock.
 func TestLineWaiterGivingUpPassesOn(t *testing.T) {
 	dir := t.TempDir()
-	holder := newProvider(t, dir)
-	lf, err := holder.tryLock(holder.base(mutexDir, "x")+".lock", false, true)
-	require.NoError(t, err)
+	base, lf := rawHolder(t, dir)
 	defer lf.signal.Close()
 
 	first := newProvider(t, dir, noPoll)
@@ -144,18 +142,11 @@ func TestLineWaiterGivingUpPassesOn(t *testing.T) {
 		_, err := first.Mutex("x").Acquire(firstCtx)
 		firstDone <- err
 	}()
-	waitLine(t, holder.base(mutexDir, "x"), 1)
+	waitLine(t, base, 1)
 
 	second := newProvider(t, dir, noPoll)
-	got := make(chan error, 1)
-	go func() {
-		h, err := second.Mutex("x").Acquire(deadline(t))
-		if err == nil {
-			err = h.Release(context.Background())
-		}
-		got <- err
-	}()
-	waitLine(t, holder.base(mutexDir, "x"), 2)
+	got := acquireAndRelease(t, second.Mutex("x"))
+	waitLine(t, base, 2)
 
 	require.NoError(t, lf.f.Close()) // unlocked; no ring, no close event
 	giveUp()
@@ -251,28 +242,20 @@ func TestLineFrontCountsLiveWaitersOnly(t *testing.T) {
 }
 
 // A grant tells the waiters at the front of the line (behind the new
-// holder, whose ticket is gone) that they are there, so that they follow the lock file: here a
-// waiter that joined third learns it, and when the holder then dies
-// without a ring, the waiters still get the lock in turn with no poll.
+// holder, whose ticket is gone) that they are there, so that they follow
+// the lock file: here a waiter that joined third learns it, and when the
+// holder then dies without a ring, the waiters still get the lock in turn
+// with no poll.
 func TestLineGrantTellsTheFront(t *testing.T) {
 	dir := t.TempDir()
-	holder := newProvider(t, dir)
-	base := holder.base(mutexDir, "x")
-	lf, err := holder.tryLock(base+".lock", false, true)
-	require.NoError(t, err)
+	base, lf := rawHolder(t, dir)
 
 	var ps []*Provider
-	got := make(chan error, rings+1)
+	var got []<-chan error
 	for i := range rings + 1 {
 		p := newProvider(t, dir, noPoll)
 		ps = append(ps, p)
-		go func() {
-			h, err := p.Mutex("x").Acquire(deadline(t))
-			if err == nil {
-				err = h.Release(context.Background())
-			}
-			got <- err
-		}()
+		got = append(got, acquireAndRelease(t, p.Mutex("x")))
 		waitLine(t, base, i+1)
 	}
 	last := ps[rings]
@@ -289,9 +272,20 @@ func TestLineGrantTellsTheFront(t *testing.T) {
 	lf.bell = nil
 	require.NoError(t, lf.f.Close())
 	require.NoError(t, lf.signal.Close())
-	for range rings + 1 {
-		require.NoError(t, <-got)
+	for _, g := range got {
+		require.NoError(t, <-g)
 	}
+}
+
+// rawHolder locks the mutex "x" in dir as a holder of a Provider does, but
+// without a handle or a bell, so the test decides how it releases.
+func rawHolder(t *testing.T, dir string) (base string, lf *lockFile) {
+	t.Helper()
+	p := newProvider(t, dir)
+	base = p.base(mutexDir, "x")
+	lf, err := p.tryLock(base+".lock", false, true)
+	require.NoError(t, err)
+	return base, lf
 }
 
 // leads reports whether a waiter of p is at the front of base's line.
@@ -414,10 +408,7 @@ func TestFollowFileDoesNotFollowLinks(t *testing.T) {
 // else would wake: it joined third, so it does not follow the lock file.
 func TestLineReleaseRingsPastADeadFront(t *testing.T) {
 	dir := t.TempDir()
-	holder := newProvider(t, dir)
-	base := holder.base(mutexDir, "x")
-	lf, err := holder.tryLock(base+".lock", false, true)
-	require.NoError(t, err)
+	base, lf := rawHolder(t, dir)
 	var front []*ticket
 	for range rings {
 		tk, _, err := takeTicket(base, func(bool) {})
@@ -426,14 +417,7 @@ func TestLineReleaseRingsPastADeadFront(t *testing.T) {
 	}
 
 	waiter := newProvider(t, dir, noPoll)
-	got := make(chan error, 1)
-	go func() {
-		h, err := waiter.Mutex("x").Acquire(deadline(t))
-		if err == nil {
-			err = h.Release(context.Background())
-		}
-		got <- err
-	}()
+	got := acquireAndRelease(t, waiter.Mutex("x"))
 	waitLine(t, base, rings+1)
 	require.False(t, leads(waiter, base), "the waiter joined behind a full front")
 
