@@ -24,7 +24,7 @@ type handle struct {
 
 // release is the BaseHandle's release: it unlocks the file and wakes this
 // Provider's waiters at once; other processes' waiters wake through their
-// watchers, and a Mutex's first waiter in line through its ticket.
+// watchers, and the front of a Mutex's line through their tickets.
 func (h *handle) release(context.Context) error {
 	h.p.untrack(h)
 	err := h.free()

@@ -2,7 +2,6 @@ package filelock
 
 import (
 	"context"
-	"errors"
 	"strconv"
 
 	"github.com/distlock/distlock/core"
@@ -29,9 +28,11 @@ func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt fun
 		}
 	})
 	if err != nil {
+		// Race with the others, woken by the lock file's events: the
+		// mutex directory's watch does not report releases.
 		stop()
-		p.lead(key, wk)
-		defer p.unlead(key, wk)
+		fw := p.watcher.followFile(key)
+		defer p.watcher.unfollowFile(fw)
 		return p.wait(ctx, name, key, true, attempt(nil))
 	}
 	if atFront {
@@ -44,7 +45,7 @@ func (p *Provider) waitInLine(ctx context.Context, name, key string, attempt fun
 		p.unlead(key, wk)
 		// A ring meant for us may have come as we gave up: pass it on.
 		wakeLine(key)
-		return nil, waitError(name, err)
+		return nil, kit.Wrap(backend, "acquire", name, err)
 	}
 	go func() {
 		t.close() // no ring calls lead after this
@@ -99,13 +100,4 @@ func (p *Provider) wake(key string) {
 	for _, wk := range heads {
 		p.notifier.Notify(wk)
 	}
-}
-
-// waitError names the lock in an error of kit.Wait that does not already.
-func waitError(name string, err error) error {
-	var ce *core.Error
-	if !errors.As(err, &ce) {
-		err = kit.Wrap(backend, "acquire", name, err)
-	}
-	return err
 }

@@ -34,6 +34,9 @@ import (
 // line only decides whom a release wakes; flock alone decides who holds
 // the lock.
 
+// lines: a Mutex's waiters line up on this platform.
+const lines = true
+
 // lineSuffix ends the name of a Mutex's line directory, beside its files.
 const lineSuffix = ".line"
 

@@ -45,8 +45,8 @@ type lockFile struct {
 	// recorded is set once a holder record was written: release clears it
 	// before unlocking.
 	recorded bool
-	// bell rings the first waiter of a Mutex's line on release
-	// (line_linux.go); nil for the other kinds.
+	// bell rings the front of a Mutex's line on release (line_linux.go);
+	// nil for the other kinds.
 	bell *bell
 }
 
@@ -144,8 +144,8 @@ func (l *lockFile) writeHolder(id string, token uint64) {
 }
 
 // release clears the holder record, unlocks the file, then signals waiters:
-// those of every process through the signal descriptor, and a Mutex's first
-// waiter in line through its ticket.
+// those of every process through the signal descriptor, and the front of a
+// Mutex's line through their tickets.
 // The file stays for the next holder.
 func (l *lockFile) release() error {
 	if l.recorded {

@@ -36,12 +36,15 @@ func (m *mutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 
 // Acquire waits until the lock is granted or ctx ends; then the error
 // matches both core.ErrNotAcquired and ctx.Err(). On Linux waiters line up
-// (line.go): a release, from this process or another, wakes the first of
-// them alone, and the death of the holder wakes the first at once;
-// elsewhere waiters retry on the Provider's backoff.
+// (line.go): a release, from this process or another, wakes the two at the
+// front alone, and the death of the holder wakes them at once; elsewhere
+// waiters retry on the Provider's backoff.
 func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 	if err := m.p.begin(ctx, m.name); err != nil {
 		return nil, err
+	}
+	if !lines {
+		return m.p.wait(ctx, m.name, m.base, true, m.try)
 	}
 	m.p.watch(filepath.Dir(m.base))
 	h, _, err := m.try(ctx)

@@ -230,7 +230,7 @@ func (p *Provider) wait(ctx context.Context, name, key string, fair bool, try ki
 	}
 	h, err := kit.Wait(ctx, p.backoff, wake, try)
 	if err != nil {
-		return nil, waitError(name, err)
+		return nil, kit.Wrap(backend, "acquire", name, err)
 	}
 	return h, nil
 }

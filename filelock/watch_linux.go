@@ -29,10 +29,10 @@ import (
 // fs.inotify.max_user_watches. When a watch cannot be added, waiters poll.
 //
 // The mutex directory is watched without IN_CLOSE_WRITE: a Mutex's release
-// rings the first waiter of its line instead (line_linux.go), and waking
-// every process on every release would cost more than the handover. The
-// waiters at the head of a line follow their lock file alone for it
-// (follow), to see a holder die.
+// rings the front of its line instead (line_linux.go), and waking every
+// process on every release would cost more than the handover. The waiters
+// at the front follow their lock file alone for it (followFile), to see a
+// holder die.
 type watcher struct {
 	f      *os.File
 	onKey  func(key string, moved bool) // moved: deleted, renamed or replaced

@@ -36,15 +36,15 @@ import (
 // The caller lines up behind the earlier waiters of this Provider for
 // watchKey; once first, it waits as Provider.wait does, except that each
 // attempt first looks for a grant that a local release handed it.
-func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
+func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, b kit.Backoff, try kit.Attempt) (core.Handle, error) {
 	if !p.handoff.On() {
-		return p.wait(ctx, name, watchKey, try)
+		return p.wait(ctx, name, watchKey, b, try)
 	}
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	h, err := p.handoff.Wait(ctx, watchKey, watchKey, func(ctx context.Context, w *kit.Waiter[*handle]) (core.Handle, error) {
-		return p.waitGated(ctx, name, watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		return p.waitGated(ctx, name, watchKey, b, func(ctx context.Context) (core.Handle, time.Duration, error) {
 			if g, ok := p.handoff.Take(watchKey, w); ok {
 				return g, 0, nil
 			}
@@ -56,13 +56,7 @@ func (p *Provider) waitLocal(ctx context.Context, name, watchKey string, try kit
 			return try(ctx)
 		})
 	})
-	if err != nil {
-		var ce *core.Error
-		if !errors.As(err, &ce) {
-			err = kit.Wrap(backend, "acquire", name, err)
-		}
-	}
-	return h, err
+	return h, kit.Wrap(backend, "acquire", name, err)
 }
 
 // handOn is the step of kit.Handoffs.Pass: it rewrites our entry expecting

@@ -89,7 +89,7 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	w := &mutexWait{m: m, owner: newOwner()}
 	m.p.line.expect(m.key, w.owner)
-	h, err := m.p.waitLocal(ctx, m.name, m.key, w.attempt)
+	h, err := m.p.waitLocal(ctx, m.name, m.key, lineBackoff(m.p.cfg.backoff), w.attempt)
 	w.leave(h)
 	return h, err
 }
@@ -101,7 +101,7 @@ func (m *mutex) Acquire(ctx context.Context) (core.Handle, error) {
 // key already (a hot lock), it subscribes before the first attempt
 // instead, which saves the attempt that kit.Wait would repeat. A primitive
 // that takes local handoffs waits through waitLocal instead.
-func (p *Provider) wait(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
+func (p *Provider) wait(ctx context.Context, name, watchKey string, b kit.Backoff, try kit.Attempt) (core.Handle, error) {
 	if ctx.Err() != nil {
 		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
@@ -110,11 +110,11 @@ func (p *Provider) wait(ctx context.Context, name, watchKey string, try kit.Atte
 		return nil, kit.Wrap(backend, "acquire", name, kit.NotAcquired(ctx))
 	}
 	defer leave()
-	return p.waitGated(ctx, name, watchKey, try)
+	return p.waitGated(ctx, name, watchKey, b, try)
 }
 
 // waitGated is the wait of the caller that is first in line.
-func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try kit.Attempt) (core.Handle, error) {
+func (p *Provider) waitGated(ctx context.Context, name, watchKey string, b kit.Backoff, try kit.Attempt) (core.Handle, error) {
 	if !p.watching(watchKey) {
 		h, _, err := try(ctx)
 		if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
@@ -123,20 +123,9 @@ func (p *Provider) waitGated(ctx context.Context, name, watchKey string, try kit
 	}
 	wake, unsubscribe := p.notify.Subscribe(watchKey)
 	defer unsubscribe()
-	b := p.cfg.backoff
-	if isMutexKey(watchKey) {
-		// A mutex waiter is woken by its line (line.go): its polls only
-		// recover a lost message, and an attempt that joined no line
-		// shortens the next delay itself.
-		b.Min = max(b.Min, lineRecheck)
-		b.Max = max(b.Max, 4*b.Min)
-	}
 	h, err := kit.Wait(ctx, b, wake, try)
 	if err != nil && ctx.Err() != nil {
-		var ce *core.Error
-		if !errors.As(err, &ce) {
-			err = kit.Wrap(backend, "acquire", name, err)
-		}
+		err = kit.Wrap(backend, "acquire", name, err)
 	}
 	return h, err
 }

@@ -11,6 +11,15 @@ import (
 // lineRecheck is the least delay between the polls of a mutex waiter.
 const lineRecheck = 250 * time.Millisecond
 
+// lineBackoff is the poll cadence of a mutex waiter, from b: its line wakes
+// it (line.go), so its polls only recover a lost message, and an attempt
+// that joined no line shortens the next delay itself.
+func lineBackoff(b kit.Backoff) kit.Backoff {
+	b.Min = max(b.Min, lineRecheck)
+	b.Max = max(b.Max, 4*b.Min)
+	return b
+}
+
 // mutexWait is one Acquire of a mutex: the owner value under which a
 // release may write it the key (line.go), and the joins it sent.
 type mutexWait struct {

@@ -76,7 +76,7 @@ func (rw *rwMutex) TryAcquire(ctx context.Context) (core.Handle, error) {
 func (rw *rwMutex) Acquire(ctx context.Context) (core.Handle, error) {
 	var pending *handle
 	defer rw.drop(ctx, &pending)
-	return rw.p.wait(ctx, rw.name, rw.watchKey, rw.writeAttempt(true, &pending))
+	return rw.p.wait(ctx, rw.name, rw.watchKey, rw.p.cfg.backoff, rw.writeAttempt(true, &pending))
 }
 
 // drop releases a writer key taken by an acquire that did not succeed.
@@ -137,7 +137,7 @@ func (r *rLocker) TryAcquire(ctx context.Context) (core.Handle, error) {
 
 // Acquire waits for a share, until no writer holds or waits for the lock.
 func (r *rLocker) Acquire(ctx context.Context) (core.Handle, error) {
-	return r.p.wait(ctx, r.name, r.watchKey, r.attempt(true))
+	return r.p.wait(ctx, r.name, r.watchKey, r.p.cfg.backoff, r.attempt(true))
 }
 
 func (r *rLocker) attempt(waiting bool) kit.Attempt {

@@ -65,7 +65,7 @@ func (s *semaphore) TryAcquire(ctx context.Context) (core.Handle, error) {
 
 // Acquire waits for a free slot or until ctx is done.
 func (s *semaphore) Acquire(ctx context.Context) (core.Handle, error) {
-	return s.p.waitLocal(ctx, s.name, s.watchKey, func(ctx context.Context) (core.Handle, time.Duration, error) {
+	return s.p.waitLocal(ctx, s.name, s.watchKey, s.p.cfg.backoff, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return s.try(ctx, true)
 	})
 }
