@@ -46,14 +46,19 @@ type contender struct {
 	h    *handle
 	news chan struct{} // wakes the wait (kit.Wait) when something changed
 
-	mu      sync.Mutex
-	ahead   []aheadKey // the keys ahead named by the read and not deleted since, oldest first
-	unnamed int64      // how many keys ahead the read counted but did not name
-	cleared bool       // the key right ahead is a local exclusive grant being released
-	changed bool       // something was heard since the last look
-	broken  bool       // the watch ended: only a read can tell what is ahead
-	reading bool       // a read is in flight: what is heard waits in pending
-	pending []deletion
+	mu        sync.Mutex
+	ahead     []aheadKey // the keys ahead named by the read and not deleted since, oldest first
+	unnamed   int64      // how many keys ahead the read counted but did not name
+	cleared   bool       // the key right ahead is a local exclusive grant being released
+	changed   bool       // something was heard since the last look
+	broken    bool       // the watch ended: only a read can tell what is ahead
+	reading   bool       // a read is in flight: what is heard waits in pending
+	pending   []deletion
+	knocked   aheadKey    // the key ahead this contender knocked on (bell.go); zero when none
+	later     *time.Timer // starts the watch of knocked (follow)
+	unfollow  func()      // stops the watch of knocked
+	knockGone bool        // knocked was deleted, and no ring admitted c yet
+	graced    bool        // the wait gave the ring knockGrace since
 }
 
 // aheadKey is a key ahead of a contender: its name and create revision.
@@ -115,6 +120,13 @@ func (c *contender) applyLocked(d deletion) bool {
 		if i < 0 {
 			return false // a key behind c, outside its scope, or already crossed off
 		}
+		if c.ahead[i] == c.knocked {
+			// Its ring, which admits c when it released a grant, comes
+			// with the same revision, often just after: the wait gives
+			// it knockGrace, then reads the line again (look).
+			c.knockGone, c.changed = true, true
+			return true
+		}
 		c.ahead = slices.Delete(c.ahead, i, i+1)
 	}
 	c.changed = true
@@ -159,7 +171,7 @@ func (c *contender) first() (core.Handle, time.Duration, error) {
 	if ok {
 		return c.grant()
 	}
-	c.q.p.join(c, c.rev)
+	c.listen(c.rev)
 	if unsure {
 		wake(c.news)
 	}
@@ -174,12 +186,16 @@ func (c *contender) first() (core.Handle, time.Duration, error) {
 func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error) {
 	c.mu.Lock()
 	ok := c.admitted()
-	read := c.broken || !c.changed || c.unsure()
+	grace := c.knockGone && !c.graced
+	c.graced = c.graced || grace
+	read := c.broken || !c.changed || c.unsure() || c.knockGone && !grace
 	c.changed = false
 	c.mu.Unlock()
 	switch {
 	case ok:
 		return c.grant()
+	case grace:
+		return nil, knockGrace, c.busy()
 	case !read:
 		return nil, 0, c.busy()
 	}
@@ -195,8 +211,107 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 	if c.admittedNow() {
 		return c.grant()
 	}
-	c.q.p.join(c, rev) // after a watch that broke, a new one starts
+	c.listen(rev) // after a watch that broke, a new one starts
 	return nil, 0, c.busy()
+}
+
+// listen has c hear what goes ahead of it after revision since, the
+// revision of the read it goes by: a contender for the exclusive role
+// right behind an exclusive key knocks on it (bell.go), and needs no
+// watch of the lock's keys; the others join their lock's watch
+// (watch.go), and hear the releases of this Provider's grants there too
+// (Provider.cleared).
+func (c *contender) listen(since int64) {
+	k, ok := c.bellAhead()
+	if !ok || !c.q.p.bellReady() {
+		c.q.p.join(c, since)
+		return
+	}
+	c.q.p.part(c)
+	c.knock(k)
+}
+
+// bellAhead returns the key c can knock on: the newest key ahead, when
+// both are exclusive and that key's Provider has a bell.
+func (c *contender) bellAhead() (aheadKey, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.r != exclusive || len(c.ahead) == 0 {
+		return aheadKey{}, false
+	}
+	k := c.ahead[len(c.ahead)-1]
+	_, ok := ownerOf(c.q.prefix, k.key)
+	return k, ok && c.q.roleOf([]byte(k.key)) == exclusive
+}
+
+// knock tells the Provider of k, the newest key ahead of c, that c waits
+// right behind it, unless c did so already. Across Providers only a
+// contender with no other key ahead knocks: a key with keys ahead of it
+// was not granted yet, and reads which key is right behind it once it is
+// (Provider.findNext). Within one, a knock costs nothing.
+// From knockFollow on (Provider.follow), c also watches k, to hear it go where no ring tells.
+func (c *contender) knock(k aheadKey) {
+	p := c.q.p
+	c.mu.Lock()
+	if c.knocked == k {
+		c.mu.Unlock()
+		return
+	}
+	c.unfollowLocked()
+	c.knocked, c.knockGone, c.graced = k, false, false
+	id, _ := ownerOf(c.q.prefix, k.key)
+	tell := id == p.id || len(c.ahead) == 1 && c.unnamed == 0
+	c.later = time.AfterFunc(p.follow, func() { c.follow(k) })
+	c.mu.Unlock()
+	p.bells.mu.Lock()
+	p.bells.waits[c.h.key] = c
+	p.bells.mu.Unlock()
+	if tell {
+		p.ring(ring{kind: knockRing, key: k.key, rev: k.rev, to: c.h.key})
+	}
+}
+
+// follow watches k, the key c knocked on, from its creation on: a watch
+// from the past misses nothing, and what it hears late (the server
+// catches such a watch up at its next round) is what no ring told.
+func (c *contender) follow(k aheadKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.knocked != k || c.unfollow != nil {
+		return
+	}
+	c.unfollow = c.q.p.watch(watchSpec{key: k.key, from: k.rev + 1,
+		deleted: func(ev *clientv3.Event) { c.hear(deletion{key: k.key, at: ev.Kv.ModRevision}) },
+		ended:   func(int64) { c.hear(deletion{broken: true}) },
+	})
+}
+
+// unfollowLocked stops the watch of the key c knocked on, or its start;
+// c.mu is held.
+func (c *contender) unfollowLocked() {
+	if c.later != nil {
+		c.later.Stop()
+		c.later = nil
+	}
+	if c.unfollow != nil {
+		c.unfollow()
+		c.unfollow = nil
+	}
+	c.knocked = aheadKey{}
+}
+
+// deafen undoes listen.
+func (c *contender) deafen() {
+	p := c.q.p
+	p.part(c)
+	p.bells.mu.Lock()
+	if p.bells.waits[c.h.key] == c {
+		delete(p.bells.waits, c.h.key)
+	}
+	p.bells.mu.Unlock()
+	c.mu.Lock()
+	c.unfollowLocked()
+	c.mu.Unlock()
 }
 
 // read reads the keys ahead of c again, naming them all, and returns the
@@ -246,15 +361,18 @@ func (c *contender) grant() (core.Handle, time.Duration, error) {
 	if err := c.h.Context().Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: its key was lost while it waited: %w", core.ErrNotAcquired, context.Cause(c.h.Context()))
 	}
-	c.q.p.part(c)
+	c.deafen()
 	c.h.grant()
+	if c.r == exclusive {
+		c.q.p.findNext(c.q.prefix, c.h.key, c.rev)
+	}
 	return c.h, 0, nil
 }
 
 // leave gives up: the key is deleted before leave returns (bounded by
 // kit.CleanupTimeout), so that nobody waits behind it.
 func (c *contender) leave(ctx context.Context) {
-	c.q.p.part(c)
+	c.deafen()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), kit.CleanupTimeout)
 	defer cancel()
 	_ = c.h.Release(ctx)

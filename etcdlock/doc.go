@@ -51,23 +51,42 @@
 // than its read named reads the queue again (one round trip, naming them
 // all) once the named ones can no longer decide.
 //
-// A Provider hears the deletions through one etcd watch per lock it waits
-// for, shared by its waits for that lock. It watches from the time it
-// starts: etcd hands a watch that starts in the past its events only at
-// its next catch-up round (every 100 ms), which would hold up the whole
-// line behind the wait. So once the server confirms the watch, a wait
-// whose read is older reads the queue again (one round trip), and nothing
-// between a read and the watch goes unseen. The watch replays its latest
-// deletions to a wait that joins it late, and stops a second after the
-// last wait. Each release thus reaches each Provider that waits for the
-// lock once, whatever the number of its waits. The release of a grant
-// tells the contender of the same Provider right behind it at once,
-// before its delete is even sent: the grant proved that nothing was ahead
-// of it, and every other contender is behind that one, so no one else can
-// be admitted meanwhile. A wait that hears
+// A wait for a mutex, or a writer's behind a writer, right behind another
+// exclusive key knocks on it instead of watching the lock (bell.go):
+// every Provider has a bell, a key it watches for as long as it lives,
+// and its keys' names carry its id. A contender whose only key ahead is
+// another Provider's writes to that Provider's bell that it waits behind
+// the key; a contender further back does not, since the key it waits
+// behind is not granted yet, and its Provider reads which key is right
+// behind it once it is (one read, while it holds). The release of a grant
+// writes "cleared" to the bell of the contender right behind it, in the
+// transaction that deletes the key, and that admits the contender at once:
+// the grant proved that nothing was ahead of it. A release thus reaches
+// one Provider, whatever the length of the line. A knock that arrives
+// after the release is answered at once. A contender that has waited
+// 100 ms also watches the key it waits behind, to hear it go where no
+// ring tells (its Provider died); it then gives the ring 20 ms and reads
+// the line again.
+//
+// The other waits (a reader's, a semaphore's, a writer's behind a reader,
+// and a Provider's first wait, while its bell's watch starts) hear the
+// deletions through one etcd watch per lock and Provider, shared by its
+// waits for that lock. It watches from the time it starts: etcd hands a
+// watch that starts in the past its events only at its next catch-up
+// round (every 100 ms), which would hold up the whole line behind the
+// wait, and so does it with a watch from now that starts while a write
+// commits; the watch of a lock outlives its last wait by a second, and a
+// bell's lives with its Provider, so either pays that rarely. Once the
+// server confirms the watch, a wait whose read is older reads the queue
+// again (one round trip), and nothing between a read and the watch goes
+// unseen. The watch replays its latest deletions to a wait that joins it
+// late. The release of a grant tells the contender of the same Provider
+// right behind it at once, before its delete is even sent: the grant
+// proved that nothing was ahead of it, and every other contender is behind
+// that one, so no one else can be admitted meanwhile. A wait that hears
 // nothing reads the queue again, first after 0.5 to 1 s, then at growing
-// intervals up to 10 s, which only bounds what a stalled watch could cost;
-// a read that fails is tried again within a second.
+// intervals up to 10 s, which only bounds what a stalled watch or a lost
+// ring could cost; a read that fails is tried again within a second.
 // A wait that ends without a grant deletes its key before it returns.
 //
 // There is no local handoff (WithLocalHandoff in other backends): a
@@ -109,7 +128,9 @@
 // A process that dies stops the keep-alives: the server deletes its keys
 // one TTL later (at least the server's minimum lease, 2 s with etcd's
 // defaults; etcd checks for expired leases every 500 ms), and the
-// contenders behind them hear it from their watches. Close revokes the
+// contenders behind them hear it from their watches (a knocking contender,
+// within the server's catch-up round, 100 ms, and the 20 ms it gives a
+// ring). Close revokes the
 // lease, which frees everything the Provider held or waited for at once.
 // An Acquire whose key is lost while it waits (its lease expired during an
 // outage) writes a new key, at the end of the line. Every request for a
@@ -122,10 +143,14 @@
 // # Cost
 //
 // TryAcquire and Release: one round trip each (a busy semaphore's
-// TryAcquire, two). Acquire: one round trip, then waiting that costs no
-// request, but for one read when the Provider's watch of the lock starts
-// after the queue changed, and behind more than 32 keys, one once those
-// named are gone; one watch per lock and Provider while it waits.
+// TryAcquire, two). Acquire of a mutex behind another Provider's key: one
+// round trip, and a write to that Provider's bell when only that key is
+// ahead; once granted after waiting, one read of the key behind it. The
+// other waits: one round trip, then waiting that costs no request, but
+// for one read when the Provider's watch of the lock starts after the
+// queue changed, and behind more than 32 keys, one once those named are
+// gone; one watch per lock and Provider while it waits. One watch per
+// Provider, of its bell, from its first exclusive key on.
 // Keep-alive: one round trip per TTL/3 per Provider, however many locks
 // it holds. etcd's index keeps every name a key range has held until the
 // next compaction, and each transaction on a lock walks the names of its

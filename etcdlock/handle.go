@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/core"
@@ -47,6 +48,9 @@ const followAfter = 10 * time.Millisecond
 func (p *Provider) newHandle(q *queue, r role, key string, rev int64, s *session) *handle {
 	h := &handle{p: p, q: q, key: key, r: r, s: s}
 	h.BaseHandle = kit.NewHandle(uint64(rev), h.release)
+	if r == exclusive {
+		p.openDoor(key, rev)
+	}
 	// The trust window starts at the lease's last confirmation, which is
 	// no later than the write that attached the key to it.
 	confirmed, _ := s.state()
@@ -145,12 +149,16 @@ func (h *handle) release(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	if h.r == exclusive && h.granted.Load() {
-		h.p.cleared(h.q.prefix, h.key, int64(h.FencingToken()))
+	var knocked []string
+	if h.r == exclusive {
+		if h.granted.Load() {
+			h.p.cleared(h.q.prefix, h.key, int64(h.FencingToken()))
+		}
+		knocked = h.p.closeDoor(ctx, h.key) // after cleared: see Provider.take
 	}
 	ctx, cancel := h.p.ctxFor(ctx)
 	defer cancel()
-	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
+	if err := h.delete(ctx, knocked); err != nil {
 		h.p.orphan(h.key, h.s.id)
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
@@ -158,6 +166,33 @@ func (h *handle) release(ctx context.Context) error {
 	// name after this, so the name must not start another key.
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		h.p.spare.put(h.q.prefix+string(h.r), h.key)
+	}
+	return nil
+}
+
+// delete deletes the key and rings the contenders that knocked on it
+// (bell.go): a released grant's rings go in the delete's transaction, so
+// that they say "cleared" only of a key that is gone; a key that never
+// held the lock rings "moved" once it is gone.
+func (h *handle) delete(ctx context.Context, knocked []string) error {
+	rev := int64(h.FencingToken())
+	if len(knocked) > 0 && h.granted.Load() {
+		rings := h.p.ringOps(h.q.prefix, h.key, rev, clearedRing, knocked, h.s.id)
+		if len(rings) > 0 {
+			_, err := h.p.cli.Txn(ctx).Then(append(rings, clientv3.OpDelete(h.key))...).Commit()
+			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+				return err
+			}
+			// The rings' lease is gone (and the key with it): delete alone.
+		}
+	}
+	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
+		return err
+	}
+	if !h.granted.Load() {
+		for _, x := range knocked {
+			h.p.ring(ring{kind: movedRing, key: h.key, rev: rev, to: x})
+		}
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ const (
 // it with every grant. A name is put back only once its key is known
 // deleted and no delete of it is pending (a lost handle's key is an orphan,
 // whose sweep could delete the name's next key: handle.release), and only
-// this Provider writes it (its lease is in the name), so a reused name
+// this Provider writes it (its id is in the name), so a reused name
 // always starts a new key with a new create revision.
 type spareNames struct {
 	mu sync.Mutex

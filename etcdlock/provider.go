@@ -33,11 +33,15 @@ type Provider struct {
 	window   time.Duration // a lease's trust window: TTL − margin from its last confirmation
 	freshFor time.Duration // a lease confirmed this recently takes new keys without a call
 	recheck  kit.Backoff   // fallback cadence of a wait (defaultRecheck; tests stretch it)
+	follow   time.Duration // when a knocking wait watches its key too (knockFollow; tests stretch it)
+	id       string        // in the Provider's key names and its bell's (bell.go)
 	seq      atomic.Uint64 // makes each key of the Provider unique
 	spare    spareNames    // names of deleted keys, for reuse (names.go)
 
 	lmu  sync.Mutex
 	sess *session
+
+	bells bells
 
 	// watches holds the watch of each lock this Provider waits for, by
 	// the lock's prefix (watch.go).
@@ -84,8 +88,10 @@ func New(cli *clientv3.Client, opts ...Option) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck, probe: kit.NewProbe(backend, log, o.observers...),
-		watches: make(map[string]*lockWatch), orphans: make(map[string]clientv3.LeaseID)}
+	p := &Provider{cli: cli, opts: o, log: log, recheck: defaultRecheck, follow: knockFollow, probe: kit.NewProbe(backend, log, o.observers...),
+		id: newID(), watches: make(map[string]*lockWatch), orphans: make(map[string]clientv3.LeaseID)}
+	p.bells.waits = make(map[string]*contender)
+	p.bells.behind = make(map[string]*knocks)
 	// Trust a lease until TTL/10 before the server could expire it: room
 	// for clock drift and for the keep-alive's own round trip.
 	margin := o.ttl / 10
@@ -163,11 +169,11 @@ func (p *Provider) queue(name, kind string, max int) *queue {
 }
 
 // key returns the name of a new key of role r in q, unique to this
-// Provider: a spare one (names.go), else "<queue prefix><role><lease in
-// hex>-<sequence in hex>".
-func (p *Provider) key(q *queue, r role, s *session) string {
+// Provider: a spare one (names.go), else "<queue prefix><role><Provider
+// id>.<sequence in hex>".
+func (p *Provider) key(q *queue, r role) string {
 	if name, ok := p.spare.get(q.prefix + string(r)); ok {
 		return name
 	}
-	return fmt.Sprintf("%s%c%x-%x", q.prefix, r, int64(s.id), p.seq.Add(1))
+	return fmt.Sprintf("%s%c%s.%x", q.prefix, r, p.id, p.seq.Add(1))
 }

@@ -97,7 +97,7 @@ func (q *queue) put(ctx context.Context, r role, txn txnFunc) (key string, s *se
 		if s, err = q.p.lease(tctx); err != nil {
 			return "", nil, nil, err
 		}
-		key = q.p.key(q, r, s)
+		key = q.p.key(q, r)
 		resp, err = txn(tctx, key, s.id)
 		if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			break

@@ -25,6 +25,8 @@ type watchSpec struct {
 	created func(rev int64)
 	// deleted is called for each deletion, in revision order.
 	deleted func(ev *clientv3.Event)
+	// put, when set, is called for each put instead, and deleted never.
+	put func(ev *clientv3.Event)
 	// ended is called once if the watch ends before stop: the server
 	// cancelled it (compacted > 0 when its revision was compacted away) or
 	// the client closed.
@@ -38,6 +40,9 @@ type watchSpec struct {
 func (p *Provider) watch(w watchSpec) (stop func()) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	opts := []clientv3.OpOption{clientv3.WithRev(w.from), clientv3.WithFilterPut()}
+	if w.put != nil {
+		opts[1] = clientv3.WithFilterDelete()
+	}
 	if w.prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}
@@ -65,7 +70,10 @@ func (p *Provider) watch(w watchSpec) (stop func()) {
 				w.created(resp.Header.Revision)
 			}
 			for _, ev := range resp.Events {
-				if ev.Type == mvccpb.DELETE {
+				switch {
+				case w.put != nil && ev.Type == mvccpb.PUT:
+					w.put(ev)
+				case w.put == nil && ev.Type == mvccpb.DELETE:
 					w.deleted(ev)
 				}
 			}
