@@ -1,8 +1,6 @@
 package etcdlock
 
 import (
-	"cmp"
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -110,13 +108,6 @@ type bells struct {
 	behind map[string]*knocks // this Provider's exclusive keys, by name
 }
 
-// knocks are the contenders that knocked on one key: their keys' names.
-type knocks struct {
-	rev  int64
-	to   []string
-	next chan struct{} // closed when the read of the key right behind is done (findNext)
-}
-
 // newID returns a Provider's id: 64 random bits in hex.
 func newID() string {
 	var b [8]byte
@@ -160,6 +151,7 @@ func (p *Provider) bellReady() bool {
 // catch-up round.
 func (p *Provider) startBellLocked(from int64) {
 	b := &p.bells
+	b.next = max(b.next, from)
 	b.gen++
 	gen := b.gen
 	b.stop = p.watch(watchSpec{key: p.bellKey(p.id), from: from,
@@ -183,8 +175,8 @@ func (p *Provider) startBellLocked(from int64) {
 	})
 }
 
-// bellEnded marks the bell unwatched; the next wait or grant starts its
-// watch again, from the revision after the last ring heard (from now when
+// bellEnded marks the bell unwatched; the next wait, or the next
+// exclusive key of the Provider, starts its watch again, from the revision after the last ring heard (from now when
 // that revision was compacted). The contenders that knocked read the line
 // again, in case a ring is lost.
 func (p *Provider) bellEnded(gen int, compacted int64) {
@@ -233,8 +225,9 @@ func (p *Provider) take(r ring) {
 			return
 		}
 		b.mu.Unlock()
-		// Gone already (the release took its knocks after it recorded
-		// itself in p.released).
+		// Gone already: its release forgets the knocks on a key once its
+		// delete is done (doorClosed), after it recorded the key in
+		// p.released, or the key was never this Provider's.
 		r.kind = movedRing
 		if p.wasReleased(r.key, r.rev) {
 			r.kind = clearedRing
@@ -251,129 +244,6 @@ func (p *Provider) take(r ring) {
 	default:
 		c.hear(deletion{broken: true})
 	}
-}
-
-// openDoor records key, an exclusive key of this Provider's created at
-// revision rev, for knocks.
-func (p *Provider) openDoor(key string, rev int64) {
-	b := &p.bells
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.behind[key] = &knocks{rev: rev}
-	if b.stop == nil {
-		// Knocks on key come after its creation: none is missed.
-		p.startBellLocked(cmp.Or(b.next, rev))
-	}
-}
-
-// closeDoor forgets key and returns the contenders that knocked on it,
-// once its findNext is done (bounded by ctx) unless a knock came first.
-func (p *Provider) closeDoor(ctx context.Context, key string) []string {
-	b := &p.bells
-	b.mu.Lock()
-	k := b.behind[key]
-	wait := k != nil && k.next != nil && len(k.to) == 0
-	b.mu.Unlock()
-	if k == nil {
-		return nil
-	}
-	if wait {
-		select {
-		case <-k.next:
-		case <-ctx.Done():
-		}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.behind, key)
-	return k.to
-}
-
-// findNext reads the key right behind key, an exclusive grant of this
-// Provider's created at revision rev in the queue under prefix, and
-// records it as knocked when it is exclusive: a contender that found more
-// than one key ahead of it does not knock (the key it waits behind was
-// not granted yet, and reads its successor once granted).
-func (p *Provider) findNext(prefix, key string, rev int64) {
-	b := &p.bells
-	b.mu.Lock()
-	k := b.behind[key]
-	if k == nil || k.rev != rev || len(k.to) > 0 {
-		b.mu.Unlock()
-		return // a knock named the key behind
-	}
-	done := make(chan struct{})
-	k.next = done
-	b.mu.Unlock()
-	if !p.spawn(func() {
-		defer close(done)
-		ctx, cancel := p.ctxFor(p.ctx)
-		defer cancel()
-		resp, err := p.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMinCreateRev(rev+1),
-			clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
-		if err != nil || len(resp.Kvs) == 0 || role(resp.Kvs[0].Key[len(prefix)]) != exclusive {
-			return
-		}
-		p.take(ring{kind: knockRing, key: key, rev: rev, to: string(resp.Kvs[0].Key)})
-	}) {
-		close(done)
-	}
-}
-
-// ringOps returns the writes that ring each of to, contenders of the
-// queue under prefix, about key: one write per remote Provider, attached
-// to lease; this Provider's own contenders hear it at once.
-func (p *Provider) ringOps(prefix, key string, rev int64, kind byte, to []string, lease clientv3.LeaseID) []clientv3.Op {
-	var ids []string
-	vals := make(map[string][]byte)
-	for _, x := range to {
-		r := ring{kind: kind, key: key, rev: rev, to: x}
-		id, ok := ownerOf(prefix, x)
-		switch {
-		case !ok:
-		case id == p.id:
-			p.take(r)
-		default:
-			if _, seen := vals[id]; !seen {
-				ids = append(ids, id)
-			}
-			vals[id] = appendRing(vals[id], r)
-		}
-	}
-	ops := make([]clientv3.Op, 0, len(ids))
-	for _, id := range ids {
-		ops = append(ops, clientv3.OpPut(p.bellKey(id), string(vals[id]), clientv3.WithLease(lease)))
-	}
-	return ops
-}
-
-// ring sends r to the Provider it is meant for, on a goroutine: a lost
-// ring is made up for by the watch of the key and the fallback reads.
-func (p *Provider) ring(r ring) {
-	target := r.to
-	if r.kind == knockRing {
-		target = r.key
-	}
-	id, ok := ownerOf(r.key[:strings.LastIndexByte(r.key, '/')+1], target)
-	switch {
-	case !ok:
-		return
-	case id == p.id:
-		p.take(r)
-		return
-	}
-	v := string(appendRing(nil, r))
-	p.spawn(func() {
-		ctx, cancel := p.ctxFor(p.ctx)
-		defer cancel()
-		s, err := p.lease(ctx)
-		if err == nil {
-			_, err = p.cli.Put(ctx, p.bellKey(id), v, clientv3.WithLease(s.id))
-		}
-		if err != nil {
-			p.log.Debug("etcdlock: ring", "bell", id, "err", err)
-		}
-	})
 }
 
 // wasReleased reports whether key, created at revision rev, is among the

@@ -193,9 +193,9 @@ func TestBellSilentDeath(t *testing.T) {
 	require.NoError(t, g.Release(ctx))
 }
 
-// A waiter that gives up between a knocking waiter and the key it waits
-// behind leaves nobody stranded: the waiter behind it hears it go, reads
-// the line and knocks on the holder.
+// A waiter that gives up in the middle of the line tells the waiter right
+// behind it, which had no reason to knock on it: that one reads the line
+// and knocks on the holder, whose release then rings it.
 func TestBellGiveUpInLine(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	name := lockName(t)
@@ -205,6 +205,8 @@ func TestBellGiveUpInLine(t *testing.T) {
 	require.NoError(t, err)
 	prefix := holder.queue(name, mutexKind, 1).prefix
 	quitter, last := newProvider(t), newProvider(t)
+	noFallbackReads(last)
+	last.follow = time.Hour // only the quitter's ring can send it on
 	warmBell(t, quitter)
 	warmBell(t, last)
 	qctx, quit := context.WithCancel(ctx)

@@ -78,7 +78,7 @@ func (c *contender) seeLocked(kvs []*mvccpb.KeyValue, n int64) {
 		c.ahead = append(c.ahead, aheadKey{string(kv.Key), kv.CreateRevision})
 	}
 	c.unnamed = n - int64(len(kvs))
-	c.cleared, c.broken = false, false
+	c.cleared, c.broken, c.knockGone, c.graced = false, false, false, false
 	for _, d := range c.pending {
 		c.applyLocked(d)
 	}
@@ -106,6 +106,8 @@ func (c *contender) hear(d deletion) {
 func (c *contender) applyLocked(d deletion) bool {
 	switch {
 	case d.broken:
+		// A ring may be lost too: knock again after the read.
+		c.unfollowLocked()
 		c.broken = true
 		c.changed = true
 		return true
@@ -224,11 +226,14 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 func (c *contender) listen(since int64) {
 	k, ok := c.bellAhead()
 	if !ok || !c.q.p.bellReady() {
+		c.mu.Lock()
+		c.unfollowLocked()
+		c.mu.Unlock()
 		c.q.p.join(c, since)
 		return
 	}
 	c.q.p.part(c)
-	c.knock(k)
+	c.knock(k, since)
 }
 
 // bellAhead returns the key c can knock on: the newest key ahead, when
@@ -249,8 +254,9 @@ func (c *contender) bellAhead() (aheadKey, bool) {
 // contender with no other key ahead knocks: a key with keys ahead of it
 // was not granted yet, and reads which key is right behind it once it is
 // (Provider.findNext). Within one, a knock costs nothing.
-// From knockFollow on (Provider.follow), c also watches k, to hear it go where no ring tells.
-func (c *contender) knock(k aheadKey) {
+// After Provider.follow (knockFollow), c also watches k, to hear it go
+// where no ring tells (contender.follow).
+func (c *contender) knock(k aheadKey, since int64) {
 	p := c.q.p
 	c.mu.Lock()
 	if c.knocked == k {
@@ -261,7 +267,7 @@ func (c *contender) knock(k aheadKey) {
 	c.knocked, c.knockGone, c.graced = k, false, false
 	id, _ := ownerOf(c.q.prefix, k.key)
 	tell := id == p.id || len(c.ahead) == 1 && c.unnamed == 0
-	c.later = time.AfterFunc(p.follow, func() { c.follow(k) })
+	c.later = time.AfterFunc(p.follow, func() { c.follow(k, since) })
 	c.mu.Unlock()
 	p.bells.mu.Lock()
 	p.bells.waits[c.h.key] = c
@@ -271,16 +277,18 @@ func (c *contender) knock(k aheadKey) {
 	}
 }
 
-// follow watches k, the key c knocked on, from its creation on: a watch
-// from the past misses nothing, and what it hears late (the server
-// catches such a watch up at its next round) is what no ring told.
-func (c *contender) follow(k aheadKey) {
+// follow watches k, the key c knocked on, from revision since + 1 on,
+// since being the revision of the read that named k: a watch from the
+// past misses nothing, and what it hears late (the server catches such a
+// watch up at its next round) is what no ring told. When the watch ends
+// (its revision was compacted), c reads the line again and knocks anew.
+func (c *contender) follow(k aheadKey, since int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.knocked != k || c.unfollow != nil {
 		return
 	}
-	c.unfollow = c.q.p.watch(watchSpec{key: k.key, from: k.rev + 1,
+	c.unfollow = c.q.p.watch(watchSpec{key: k.key, from: since + 1,
 		deleted: func(ev *clientv3.Event) { c.hear(deletion{key: k.key, at: ev.Kv.ModRevision}) },
 		ended:   func(int64) { c.hear(deletion{broken: true}) },
 	})
@@ -336,6 +344,9 @@ func (c *contender) read(ctx context.Context) (int64, error) {
 	}
 	// The response's count ignores WithMaxCreateRev: count what came back.
 	c.seeLocked(resp.Kvs, int64(len(resp.Kvs)))
+	if c.broken || c.knockGone {
+		wake(c.news) // heard during the read, which may not show it
+	}
 	return resp.Header.Revision, nil
 }
 

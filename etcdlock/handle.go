@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/distlock/distlock/core"
@@ -149,16 +148,12 @@ func (h *handle) release(ctx context.Context) error {
 	if stop != nil {
 		stop()
 	}
-	var knocked []string
-	if h.r == exclusive {
-		if h.granted.Load() {
-			h.p.cleared(h.q.prefix, h.key, int64(h.FencingToken()))
-		}
-		knocked = h.p.closeDoor(ctx, h.key) // after cleared: see Provider.take
+	if h.r == exclusive && h.granted.Load() {
+		h.p.cleared(h.q.prefix, h.key, int64(h.FencingToken()))
 	}
 	ctx, cancel := h.p.ctxFor(ctx)
 	defer cancel()
-	if err := h.delete(ctx, knocked); err != nil {
+	if err := h.delete(ctx); err != nil {
 		h.p.orphan(h.key, h.s.id)
 		return kit.Wrap(backend, "release", h.q.name, err)
 	}
@@ -166,33 +161,6 @@ func (h *handle) release(ctx context.Context) error {
 	// name after this, so the name must not start another key.
 	if !errors.Is(context.Cause(h.Context()), core.ErrLockLost) {
 		h.p.spare.put(h.q.prefix+string(h.r), h.key)
-	}
-	return nil
-}
-
-// delete deletes the key and rings the contenders that knocked on it
-// (bell.go): a released grant's rings go in the delete's transaction, so
-// that they say "cleared" only of a key that is gone; a key that never
-// held the lock rings "moved" once it is gone.
-func (h *handle) delete(ctx context.Context, knocked []string) error {
-	rev := int64(h.FencingToken())
-	if len(knocked) > 0 && h.granted.Load() {
-		rings := h.p.ringOps(h.q.prefix, h.key, rev, clearedRing, knocked, h.s.id)
-		if len(rings) > 0 {
-			_, err := h.p.cli.Txn(ctx).Then(append(rings, clientv3.OpDelete(h.key))...).Commit()
-			if !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				return err
-			}
-			// The rings' lease is gone (and the key with it): delete alone.
-		}
-	}
-	if _, err := h.p.cli.Delete(ctx, h.key); err != nil {
-		return err
-	}
-	if !h.granted.Load() {
-		for _, x := range knocked {
-			h.p.ring(ring{kind: movedRing, key: h.key, rev: rev, to: x})
-		}
 	}
 	return nil
 }

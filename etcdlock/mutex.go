@@ -13,11 +13,14 @@ import (
 // Its keys live under "<prefix>m/<kit.SafeName(name)>/". TryAcquire is one
 // transaction that writes a key only if the lock has none (one round trip,
 // nothing left behind when busy). Acquire writes its key and reads the
-// keys ahead in one transaction; when it must wait, it watches their
-// deletions and is granted, in arrival order, when they are gone: a
-// release costs the next contender no request. The fencing token is the
-// key's create revision. Release is one delete. The Locker implements
-// core.Inspector.
+// keys ahead in one transaction; when it must wait behind another
+// Provider's key, it is rung on its Provider's bell by that key's release
+// (it knocks on that key's Provider first when no other key is ahead:
+// one write), and is granted, in arrival order, when nothing is ahead;
+// other waits watch the deletions of the keys ahead (see the package
+// documentation). The fencing token is the key's create revision.
+// Release is one delete, which also rings the next contender. The Locker
+// implements core.Inspector.
 func (p *Provider) Mutex(name string) core.Locker {
 	if err := kit.ValidateName(name); err != nil {
 		return kit.FailedLocker(name, kit.Wrap(backend, "acquire", name, err))
