@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/locktest"
 )
 
@@ -86,56 +87,95 @@ func requireKnocked(t *testing.T, p *Provider, n int) {
 	}, 10*time.Second, time.Millisecond, "the knocks of %s", p.id)
 }
 
+// held is a mutex held by a Provider of its own, for the tests of its line.
+type held struct {
+	ctx    context.Context
+	cli    *clientv3.Client // a client of the test's, to watch the line
+	name   string
+	prefix string
+	holder *Provider
+	h      core.Handle
+}
+
+func holdMutex(t *testing.T) held {
+	t.Helper()
+	hd := held{ctx: ctxT(t, 60*time.Second), cli: connect(t, endpoints(t)), name: lockName(t), holder: newProvider(t)}
+	hd.prefix = hd.holder.queue(hd.name, mutexKind, 1).prefix
+	var err error
+	hd.h, err = hd.holder.Mutex(hd.name).TryAcquire(hd.ctx)
+	require.NoError(t, err)
+	return hd
+}
+
+// countingLine lines up n waiters behind hd, each in a Provider of its
+// own whose reads of the line are counted, and returns them once each
+// settled: knocked on the key ahead (bells) or on its lock's watch.
+func countingLine(t *testing.T, hd held, n int, bells bool) ([]waiter, []*rangeCounter) {
+	t.Helper()
+	ws := make([]waiter, n)
+	counters := make([]*rangeCounter, n)
+	for i := range n {
+		var p *Provider
+		p, counters[i] = countingProvider(t)
+		if bells {
+			warmBell(t, p)
+		} else {
+			noBell(p)
+		}
+		ws[i] = enqueue(t, hd.ctx, hd.cli, hd.prefix, int64(i+2), fmt.Sprint(i), p.Mutex(hd.name))
+		if bells {
+			requireKnocked(t, p, 1)
+			p.bmu.Lock()
+			assert.Nil(t, p.watches[hd.prefix], "waiter %d watches the lock's keys", i)
+			p.bmu.Unlock()
+		} else {
+			requireSettled(t, p, hd.prefix)
+		}
+	}
+	return ws, counters
+}
+
+// noBell keeps p's waits on their lock's watch: its bell is never
+// watched.
+func noBell(p *Provider) {
+	p.bells.mu.Lock()
+	defer p.bells.mu.Unlock()
+	p.bells.stop = func() {}
+}
+
+// loads returns what each counter counted so far.
+func loads(counters []*rangeCounter) []int64 {
+	n := make([]int64, len(counters))
+	for i, c := range counters {
+		n[i] = c.n.Load()
+	}
+	return n
+}
+
 // A mutex's waiters in separate Providers, once their bells are watched,
 // wait without a watch of the lock's keys: each release rings the Provider
 // of the waiter right behind it, which it admits without a read.
 func TestBellsHandOver(t *testing.T) {
-	const n = 5
-	ctx := ctxT(t, 60*time.Second)
-	name := lockName(t)
-	cli := connect(t, endpoints(t))
-	holder := newProvider(t)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	prefix := holder.queue(name, mutexKind, 1).prefix
-	counters := make([]*rangeCounter, n)
-	ws := make([]waiter, n)
-	ps := make([]*Provider, n)
-	for i := range n {
-		ps[i], counters[i] = countingProvider(t)
-		warmBell(t, ps[i])
-		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), ps[i].Mutex(name))
-		requireKnocked(t, ps[i], 1)
-	}
-	before := make([]int64, n)
-	for i, p := range ps {
-		before[i] = counters[i].n.Load()
-		p.bmu.Lock()
-		assert.Nil(t, p.watches[prefix], "waiter %d watches the lock's keys", i)
-		p.bmu.Unlock()
-	}
-	last := h.FencingToken()
-	require.NoError(t, h.Release(ctx))
+	hd := holdMutex(t)
+	ws, counters := countingLine(t, hd, 5, true)
+	before := loads(counters)
+	last := hd.h.FencingToken()
+	require.NoError(t, hd.h.Release(hd.ctx))
 	for i, w := range ws {
 		g := locktest.Receive(t, w.got, w.errc)
 		assert.Greater(t, g.FencingToken(), last, "waiter %d", i)
 		last = g.FencingToken()
 		requireWaiting(t, ws[i+1:]...)
-		require.NoError(t, g.Release(ctx))
+		require.NoError(t, g.Release(hd.ctx))
 	}
-	for j, c := range counters {
-		assert.Equal(t, before[j], c.n.Load(), "reads of waiter %d", j)
-	}
+	assert.Equal(t, before, loads(counters), "reads of the waiters")
 }
 
 // A knock that arrives once the key it knocks on was released is answered
 // at once: the release rang nobody, and the answer admits the waiter.
 func TestLateKnockAnswered(t *testing.T) {
-	ctx := ctxT(t, 60*time.Second)
-	name := lockName(t)
-	cli := connect(t, endpoints(t))
-	holder := newProvider(t)
-	warmBell(t, holder)
+	hd := holdMutex(t)
+	warmBell(t, hd.holder)
 	gate := make(chan struct{})
 	var open sync.Once
 	t.Cleanup(func() { open.Do(func() { close(gate) }) })
@@ -154,72 +194,57 @@ func TestLateKnockAnswered(t *testing.T) {
 	p.follow = time.Hour // only the answer to the knock can admit it
 	warmBell(t, p)
 
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	prefix := holder.queue(name, mutexKind, 1).prefix
-	w := enqueue(t, ctx, cli, prefix, 2, "waiter", p.Mutex(name))
+	w := enqueue(t, hd.ctx, hd.cli, hd.prefix, 2, "waiter", p.Mutex(hd.name))
 	requireKnocked(t, p, 1)
-	require.NoError(t, h.Release(ctx)) // while the knock is held back
-	requireQueued(t, cli, prefix, 1)
+	require.NoError(t, hd.h.Release(hd.ctx)) // while the knock is held back
+	requireQueued(t, hd.cli, hd.prefix, 1)
 	requireWaiting(t, w)
 	open.Do(func() { close(gate) })
 	g := locktest.Receive(t, w.got, w.errc)
-	assert.Greater(t, g.FencingToken(), h.FencingToken())
-	require.NoError(t, g.Release(ctx))
+	assert.Greater(t, g.FencingToken(), hd.h.FencingToken())
+	require.NoError(t, g.Release(hd.ctx))
 }
 
 // A key that goes without a ring (its Provider's lease was revoked: the
 // Provider died, say) still lets the waiter that knocked on it through:
 // the waiter watches the key too, from Provider.follow on.
 func TestBellSilentDeath(t *testing.T) {
-	ctx := ctxT(t, 60*time.Second)
-	name := lockName(t)
-	cli := connect(t, endpoints(t))
-	holder := newProvider(t)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
+	hd := holdMutex(t)
 	p, _ := countingProvider(t)
 	warmBell(t, p)
-	prefix := holder.queue(name, mutexKind, 1).prefix
-	w := enqueue(t, ctx, cli, prefix, 2, "waiter", p.Mutex(name))
+	w := enqueue(t, hd.ctx, hd.cli, hd.prefix, 2, "waiter", p.Mutex(hd.name))
 	requireKnocked(t, p, 1)
-	holder.lmu.Lock()
-	lease := holder.sess.id
-	holder.lmu.Unlock()
-	_, err = cli.Revoke(ctx, lease)
+	hd.holder.lmu.Lock()
+	lease := hd.holder.sess.id
+	hd.holder.lmu.Unlock()
+	_, err := hd.cli.Revoke(hd.ctx, lease)
 	require.NoError(t, err)
 	g := locktest.Receive(t, w.got, w.errc)
-	assert.Greater(t, g.FencingToken(), h.FencingToken())
-	require.NoError(t, g.Release(ctx))
+	assert.Greater(t, g.FencingToken(), hd.h.FencingToken())
+	require.NoError(t, g.Release(hd.ctx))
 }
 
 // A waiter that gives up in the middle of the line tells the waiter right
 // behind it, which had no reason to knock on it: that one reads the line
 // and knocks on the holder, whose release then rings it.
 func TestBellGiveUpInLine(t *testing.T) {
-	ctx := ctxT(t, 60*time.Second)
-	name := lockName(t)
-	cli := connect(t, endpoints(t))
-	holder := newProvider(t)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	prefix := holder.queue(name, mutexKind, 1).prefix
+	hd := holdMutex(t)
 	quitter, last := newProvider(t), newProvider(t)
 	noFallbackReads(last)
 	last.follow = time.Hour // only the quitter's ring can send it on
 	warmBell(t, quitter)
 	warmBell(t, last)
-	qctx, quit := context.WithCancel(ctx)
-	_, qerrc := locktest.AcquireAsync(qctx, quitter.Mutex(name))
-	requireQueued(t, cli, prefix, 2)
+	qctx, quit := context.WithCancel(hd.ctx)
+	_, qerrc := locktest.AcquireAsync(qctx, quitter.Mutex(hd.name))
+	requireQueued(t, hd.cli, hd.prefix, 2)
 	requireKnocked(t, quitter, 1)
-	w := enqueue(t, ctx, cli, prefix, 3, "last", last.Mutex(name))
+	w := enqueue(t, hd.ctx, hd.cli, hd.prefix, 3, "last", last.Mutex(hd.name))
 	requireKnocked(t, last, 1)
 	quit()
 	require.Error(t, <-qerrc)
-	requireQueued(t, cli, prefix, 2)
+	requireQueued(t, hd.cli, hd.prefix, 2)
 	requireWaiting(t, w)
-	require.NoError(t, h.Release(ctx))
+	require.NoError(t, hd.h.Release(hd.ctx))
 	g := locktest.Receive(t, w.got, w.errc)
-	require.NoError(t, g.Release(ctx))
+	require.NoError(t, g.Release(hd.ctx))
 }

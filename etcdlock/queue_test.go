@@ -92,36 +92,18 @@ func countingClient(t *testing.T, c *rangeCounter) *clientv3.Client {
 }
 
 // A release wakes only the contender it unblocks, and admits it without a
-// request: with a line of waiters in separate Providers, no waiter reads
-// the queue, neither the one granted nor those further back.
+// request: with a line of waiters in separate Providers that wait on the
+// lock's watch (their bells are not watched yet), no waiter reads the
+// queue, neither the one granted nor those further back.
 func TestNoHerd(t *testing.T) {
-	const n = 6
-	ctx := ctxT(t, 60*time.Second)
-	name := lockName(t)
-	cli := connect(t, endpoints(t))
-	holder := newProvider(t)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	prefix := holder.queue(name, mutexKind, 1).prefix
-	counters := make([]*rangeCounter, n)
-	ws := make([]waiter, n)
-	ps := make([]*Provider, n)
-	for i := range n {
-		ps[i], counters[i] = countingProvider(t)
-		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), ps[i].Mutex(name))
-	}
-	before := make([]int64, n)
-	for i, p := range ps {
-		requireSettled(t, p, prefix)
-		before[i] = counters[i].n.Load()
-	}
-	require.NoError(t, h.Release(ctx))
+	hd := holdMutex(t)
+	ws, counters := countingLine(t, hd, 6, false)
+	before := loads(counters)
+	require.NoError(t, hd.h.Release(hd.ctx))
 	for i, w := range ws {
 		g := locktest.Receive(t, w.got, w.errc)
-		for j, c := range counters {
-			assert.Equal(t, before[j], c.n.Load(), "waiter %d read the queue by the time %d was granted", j, i)
-		}
-		require.NoError(t, g.Release(ctx))
+		assert.Equal(t, before, loads(counters), "reads of the waiters by the time %d was granted", i)
+		require.NoError(t, g.Release(hd.ctx))
 	}
 }
 
@@ -214,6 +196,7 @@ func TestLongLine(t *testing.T) {
 		ws[i] = enqueue(t, ctx, cli, prefix, int64(i+2), fmt.Sprint(i), line.Mutex(name))
 	}
 	p, counter := countingProvider(t)
+	noBell(p) // on the lock's watch, which crosses off the named keys
 	last := enqueue(t, ctx, cli, prefix, named+2, "last", p.Mutex(name))
 	requireSettled(t, p, prefix)
 	before := counter.n.Load()
