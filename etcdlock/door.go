@@ -91,11 +91,14 @@ func (p *Provider) findNext(prefix, key string, rev int64) {
 }
 
 // keyBehind reads the first key created after revision rev in the queue
-// under prefix, when it is exclusive.
+// under prefix, when it is exclusive. The read is serializable (the
+// member's own state, without a round of its cluster's): a key it misses
+// is one whose contender the bells do not reach, and that hears its turn
+// from its watch of the key ahead or a fallback read.
 func (p *Provider) keyBehind(prefix string, rev int64) (string, bool) {
 	ctx, cancel := p.ctxFor(p.ctx)
 	defer cancel()
-	resp, err := p.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMinCreateRev(rev+1),
+	resp, err := p.cli.Get(ctx, prefix, clientv3.WithSerializable(), clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMinCreateRev(rev+1),
 		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1))
 	if err != nil || len(resp.Kvs) == 0 || role(resp.Kvs[0].Key[len(prefix)]) != exclusive {
 		return "", false
