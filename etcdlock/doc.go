@@ -61,12 +61,14 @@
 // behind it once it is (one read, while it holds). The release of a grant
 // writes "cleared" to the bell of the contender right behind it, in the
 // transaction that deletes the key, and that admits the contender at once:
-// the grant proved that nothing was ahead of it. A release thus reaches
-// one Provider, whatever the length of the line. A knock that arrives
-// after the release is answered at once. A contender that has waited
-// 100 ms also watches the key it waits behind, to hear it go where no
-// ring tells (its Provider died); it then gives the ring 20 ms and reads
-// the line again.
+// the grant proved that nothing was ahead of it (a knock or a read that
+// comes during the delete is rung once it is done, and a knock that comes
+// after is answered at once). A release thus reaches one Provider,
+// whatever the length of the line. A contender that gives up tells the
+// one right behind it (one read), which reads the line and knocks on the
+// key now ahead of it. A contender that has waited 100 ms also watches
+// the key it waits behind, to hear it go where no ring tells (its Provider
+// died); it then gives the ring 20 ms and reads the line again.
 //
 // The other waits (a reader's, a semaphore's, a writer's behind a reader,
 // and a Provider's first wait, while its bell's watch starts) hear the
