@@ -242,7 +242,7 @@ func (p *Provider) take(r ring) {
 	case r.kind == clearedRing:
 		c.hear(deletion{key: r.key, created: r.rev, cleared: true})
 	default:
-		c.hear(deletion{broken: true})
+		c.hear(deletion{broken: true, key: r.key, created: r.rev})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,6 +136,15 @@ func countingLine(t *testing.T, hd held, n int, bells bool) ([]waiter, []*rangeC
 	return ws, counters
 }
 
+// anyKey returns one of the keys the Provider holds a door for; b.mu is
+// held.
+func (b *bells) anyKey() string {
+	for k := range b.behind {
+		return k
+	}
+	return ""
+}
+
 // noBell keeps p's waits on their lock's watch: its bell is never
 // watched.
 func noBell(p *Provider) {
@@ -246,5 +256,49 @@ func TestBellGiveUpInLine(t *testing.T) {
 	requireWaiting(t, w)
 	require.NoError(t, hd.h.Release(hd.ctx))
 	g := locktest.Receive(t, w.got, w.errc)
+	require.NoError(t, g.Release(hd.ctx))
+}
+
+// A knock answered "moved" (the key's Provider does not hold that key: a
+// failed delete left it in line, say) is not sent again while that key
+// stays ahead: the wait watches the key instead, and goes on when it goes.
+func TestMovedKnockNotRepeated(t *testing.T) {
+	hd := holdMutex(t)
+	warmBell(t, hd.holder)
+	var puts atomic.Int64
+	count := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*etcdserverpb.PutRequest); ok && strings.Contains(string(r.Key), bellKind) {
+			puts.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = wcli.Close() })
+	p := newProviderOn(t, wcli)
+	noFallbackReads(p)
+	p.follow = 50 * time.Millisecond
+	warmBell(t, p)
+	hd.holder.bells.mu.Lock()
+	delete(hd.holder.bells.behind, hd.holder.bells.anyKey()) // the holder forgets its key
+	hd.holder.bells.mu.Unlock()
+
+	w := enqueue(t, hd.ctx, hd.cli, hd.prefix, 2, "waiter", p.Mutex(hd.name))
+	require.Eventually(t, func() bool {
+		p.bells.mu.Lock()
+		defer p.bells.mu.Unlock()
+		for _, c := range p.bells.waits {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.moved != (aheadKey{}) && c.knocked == c.moved && !c.reading && !c.broken
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the moved answer and the read after it")
+	assert.Equal(t, int64(1), puts.Load(), "knocks sent")
+	requireWaiting(t, w)
+	require.NoError(t, hd.h.Release(hd.ctx)) // rings nobody
+	g := locktest.Receive(t, w.got, w.errc)
+	assert.Equal(t, int64(1), puts.Load(), "knocks sent")
 	require.NoError(t, g.Release(hd.ctx))
 }

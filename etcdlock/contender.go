@@ -57,6 +57,7 @@ type contender struct {
 	knocked   aheadKey    // the key ahead this contender knocked on (bell.go); zero when none
 	later     *time.Timer // starts the watch of knocked (follow)
 	unfollow  func()      // stops the watch of knocked
+	moved     aheadKey    // a key whose Provider answered c's knock with "moved"
 	knockGone bool        // knocked was deleted, and no ring admitted c yet
 	graced    bool        // the wait gave the ring knockGrace since
 }
@@ -106,7 +107,12 @@ func (c *contender) hear(d deletion) {
 func (c *contender) applyLocked(d deletion) bool {
 	switch {
 	case d.broken:
-		// A ring may be lost too: knock again after the read.
+		// A ring may be lost too: knock again after the read, unless the
+		// key's Provider said it does not hold that key ("moved", with the
+		// key named): then the watch of the key has to tell.
+		if d.key != "" && c.knocked == (aheadKey{d.key, d.created}) {
+			c.moved = c.knocked
+		}
 		c.unfollowLocked()
 		c.broken = true
 		c.changed = true
@@ -266,7 +272,7 @@ func (c *contender) knock(k aheadKey, since int64) {
 	c.unfollowLocked()
 	c.knocked, c.knockGone, c.graced = k, false, false
 	id, _ := ownerOf(c.q.prefix, k.key)
-	tell := id == p.id || len(c.ahead) == 1 && c.unnamed == 0
+	tell := (id == p.id || len(c.ahead) == 1 && c.unnamed == 0) && k != c.moved
 	c.later = time.AfterFunc(p.follow, func() { c.follow(k, since) })
 	c.mu.Unlock()
 	p.bells.mu.Lock()

@@ -92,7 +92,7 @@ type deletion struct {
 	at      int64
 	cleared bool  // not yet deleted: the release of an exclusive grant of this Provider
 	created int64 // cleared: the released key's create revision
-	broken  bool  // not a deletion: the watch ended, read the queue
+	broken  bool  // not a deletion: the watch ended, read the queue (with key, a "moved" ring about it)
 }
 
 // Bounds of a lock watch: the deletions it keeps to replay to contenders
