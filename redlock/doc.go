@@ -53,7 +53,7 @@
 // release hands nothing over): it then takes the lock on every server, where
 // waiters that raced after each release would split the servers' votes
 // and all retry. Because its turn is announced, a mutex waiter's
-// fallback retries start at 20 ms rather than the backoff's minimum: with
+// fallback retries start at 100 ms rather than the backoff's minimum: with
 // many waiters, each retry a script call on every server, frequent retries
 // cost more than they save. Each attempt refreshes the waiter's place for
 // max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every

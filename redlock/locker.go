@@ -96,10 +96,11 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// A mutex waiter is woken on its inbox when its turn comes, and
 	// kit.Wait tries again at once after it subscribed, which covers a
 	// release between its first try and the subscription: its retries
-	// only cover a lost wake-up (kit.Backoff.Queued).
+	// only cover a lost wake-up, and start at mutexPollMin.
 	b := l.p.cfg.backoff
 	if l.lock.Kind == redisop.KindMutex {
-		b = b.Queued()
+		b.Min = max(b.Min, mutexPollMin)
+		b.Max = max(b.Max, b.Min)
 	}
 	h, err = kit.Wait(ctx, b, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, c, wait, ticket)
@@ -110,6 +111,14 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	return h, nil
 }
+
+// mutexPollMin is the least first delay of a mutex waiter's fallback
+// retries. Each retry is a script on every server, and with many waiters
+// they cost more than they save: with 32 waiting processes and a 20 ms
+// start, a grant cost 6.3 scripts on each server against 4.2 with 8
+// (BENCHMARKS.md, 2026-11-27). A waiter whose wake-up was lost waits
+// 50 to 100 ms more.
+const mutexPollMin = 100 * time.Millisecond
 
 // try is one attempt: the acquire script on every server without a call
 // of the owner in flight, in parallel, decided as soon as a majority
