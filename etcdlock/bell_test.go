@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/distlock/distlock/core"
@@ -195,10 +194,7 @@ func TestLateKnockAnswered(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(knocks)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wcli.Close() })
+	wcli := dialWith(t, grpc.WithChainUnaryInterceptor(knocks))
 	p := newProviderOn(t, wcli)
 	noFallbackReads(p)
 	p.follow = time.Hour // only the answer to the knock can admit it
@@ -272,10 +268,7 @@ func TestMovedKnockNotRepeated(t *testing.T) {
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(count)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wcli.Close() })
+	wcli := dialWith(t, grpc.WithChainUnaryInterceptor(count))
 	p := newProviderOn(t, wcli)
 	noFallbackReads(p)
 	p.follow = 50 * time.Millisecond

@@ -84,8 +84,14 @@ func (c *rangeCounter) intercept(ctx context.Context, method string, req, reply 
 // closed by t.Cleanup.
 func countingClient(t *testing.T, c *rangeCounter) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.intercept)}})
+	return dialWith(t, grpc.WithChainUnaryInterceptor(c.intercept))
+}
+
+// dialWith returns a client of the test server dialled with opts, closed
+// by t.Cleanup.
+func dialWith(t *testing.T, opts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(), DialOptions: opts})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	return cli
@@ -164,10 +170,7 @@ func TestDeletedBeforeWatch(t *testing.T) {
 		}
 		return &gatedStream{cs, gate}, nil
 	}
-	wcli, err := clientv3.New(clientv3.Config{Endpoints: endpoints(t), Logger: zap.NewNop(),
-		DialOptions: []grpc.DialOption{grpc.WithChainStreamInterceptor(watches)}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = wcli.Close() })
+	wcli := dialWith(t, grpc.WithChainStreamInterceptor(watches))
 	p := newProviderOn(t, wcli)
 	noFallbackReads(p)
 	t.Cleanup(func() { open.Do(func() { close(gate) }) }) // before p.Close, which waits for its watches
