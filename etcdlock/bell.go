@@ -19,8 +19,11 @@ import (
 // Every Provider has a bell, the key "<prefix>bell/<id>", that it watches
 // for as long as it lives, and its keys' names carry its id. A contender
 // for the exclusive role whose newest key ahead, P, is exclusive too
-// knocks: it writes to the bell of P's Provider that it waits right
-// behind P. When P's grant is released, the transaction that deletes P
+// knocks: it tells P's Provider that it waits right behind P, by a write
+// to its bell. Across Providers only a contender with no other key ahead
+// (or whose key ahead left: a "moved" ring) knocks; P reads which key is
+// right behind it once granted (Provider.findNext). When P's grant is
+// released, the transaction that deletes P
 // also writes to the bell of each contender that knocked: "P cleared",
 // which admits it at once, since P's grant proved that nothing was ahead
 // of P, and so nothing is left ahead of the contender (as
@@ -175,10 +178,11 @@ func (p *Provider) startBellLocked(from int64) {
 	})
 }
 
-// bellEnded marks the bell unwatched; the next wait, or the next
-// exclusive key of the Provider, starts its watch again, from the revision after the last ring heard (from now when
-// that revision was compacted). The contenders that knocked read the line
-// again, in case a ring is lost.
+// bellEnded marks the bell unwatched. When its revision was compacted it
+// watches it again from now at once; otherwise (the client closed, say)
+// the next wait, or the next exclusive key of the Provider, starts its
+// watch again from the revision after the last ring heard. The
+// contenders that knocked read the line again, in case a ring is lost.
 func (p *Provider) bellEnded(gen int, compacted int64) {
 	b := &p.bells
 	b.mu.Lock()
@@ -188,7 +192,10 @@ func (p *Provider) bellEnded(gen int, compacted int64) {
 	}
 	b.stop, b.ready = nil, false
 	if compacted > 0 {
+		// Watched again from now at once: the keys held here still take
+		// knocks.
 		b.next = 0
+		p.startBellLocked(0)
 	}
 	cs := make([]*contender, 0, len(b.waits))
 	for _, c := range b.waits {

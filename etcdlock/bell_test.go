@@ -295,3 +295,40 @@ func TestMovedKnockNotRepeated(t *testing.T) {
 	assert.Equal(t, int64(1), puts.Load(), "knocks sent")
 	require.NoError(t, g.Release(hd.ctx))
 }
+
+// A waiter whose key ahead gave up knocks on the key now ahead of it,
+// whatever its place: that key may hold the knock of the one that left
+// and so not look for its successor when granted.
+func TestBellKnocksAfterGiveUp(t *testing.T) {
+	hd := holdMutex(t)
+	a, b := newProvider(t), newProvider(t)
+	noFallbackReads(b)
+	b.follow = time.Hour // only a ring can admit it
+	warmBell(t, a)
+	warmBell(t, b)
+	first := enqueue(t, hd.ctx, hd.cli, hd.prefix, 2, "first", a.Mutex(hd.name))
+	qctx, quit := context.WithCancel(hd.ctx)
+	_, qerrc := locktest.AcquireAsync(qctx, a.Mutex(hd.name)) // knocks on first, within a
+	requireQueued(t, hd.cli, hd.prefix, 3)
+	requireKnocked(t, a, 2)
+	last := enqueue(t, hd.ctx, hd.cli, hd.prefix, 4, "last", b.Mutex(hd.name))
+	requireKnocked(t, b, 1)
+	quit()
+	require.Error(t, <-qerrc)
+	require.Eventually(t, func() bool { // last knocked on first, its new key ahead
+		b.bells.mu.Lock()
+		defer b.bells.mu.Unlock()
+		for _, c := range b.bells.waits {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return !c.reknock && !c.reading && !c.broken && len(c.ahead) == 2
+		}
+		return false
+	}, 10*time.Second, time.Millisecond, "the knock after the give-up")
+	require.NoError(t, hd.h.Release(hd.ctx))
+	g := locktest.Receive(t, first.got, first.errc)
+	requireWaiting(t, last)
+	require.NoError(t, g.Release(hd.ctx))
+	g = locktest.Receive(t, last.got, last.errc)
+	require.NoError(t, g.Release(hd.ctx))
+}

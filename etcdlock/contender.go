@@ -28,8 +28,8 @@ import (
 // writer's is, a slot's when fewer than max are. So the release that
 // unblocks a contender admits it without a request, whichever key it
 // released, and wakes no other wait: each deletion reaches every
-// contender of the Provider that waits for the lock, but it wakes only
-// those it admits. When the keys left unnamed could decide (a line longer
+// contender of the Provider that waits on the lock's watch, but it wakes
+// only those it admits (a contender that knocked hears a ring, bell.go). When the keys left unnamed could decide (a line longer
 // than a read names), the contender reads the queue again (one round
 // trip), naming them all.
 //
@@ -58,6 +58,7 @@ type contender struct {
 	later     *time.Timer // starts the watch of knocked (follow)
 	unfollow  func()      // stops the watch of knocked
 	moved     aheadKey    // a key whose Provider answered c's knock with "moved"
+	reknock   bool        // a "moved" ring came: knock on the next key ahead whatever its place
 	knockGone bool        // knocked was deleted, and no ring admitted c yet
 	graced    bool        // the wait gave the ring knockGrace since
 }
@@ -113,6 +114,9 @@ func (c *contender) applyLocked(d deletion) bool {
 		if d.key != "" && c.knocked == (aheadKey{d.key, d.created}) {
 			c.moved = c.knocked
 		}
+		// The key ahead left: the one now ahead may have counted it among
+		// its knockers, and not look for c when granted (findNext).
+		c.reknock = c.reknock || d.key != ""
 		c.unfollowLocked()
 		c.broken = true
 		c.changed = true
@@ -214,6 +218,9 @@ func (c *contender) look(ctx context.Context) (core.Handle, time.Duration, error
 		// Nothing tells a wait whose read failed when the server is back
 		// (its watch may be broken too), so it reads again within the
 		// fallback's shortest delay rather than its longest.
+		if c.admittedNow() {
+			return c.grant() // by what was heard during the read
+		}
 		return nil, c.q.p.recheck.Min, fmt.Errorf("%w: reading the queue: %w", core.ErrNotAcquired, err)
 	}
 	if c.admittedNow() {
@@ -272,7 +279,8 @@ func (c *contender) knock(k aheadKey, since int64) {
 	c.unfollowLocked()
 	c.knocked, c.knockGone, c.graced = k, false, false
 	id, _ := ownerOf(c.q.prefix, k.key)
-	tell := (id == p.id || len(c.ahead) == 1 && c.unnamed == 0) && k != c.moved
+	tell := (id == p.id || len(c.ahead) == 1 && c.unnamed == 0 || c.reknock) && k != c.moved
+	c.reknock = c.reknock && !tell
 	c.later = time.AfterFunc(p.follow, func() { c.follow(k, since) })
 	c.mu.Unlock()
 	p.bells.mu.Lock()

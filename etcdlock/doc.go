@@ -130,10 +130,11 @@
 // A process that dies stops the keep-alives: the server deletes its keys
 // one TTL later (at least the server's minimum lease, 2 s with etcd's
 // defaults; etcd checks for expired leases every 500 ms), and the
-// contenders behind them hear it from their watches (a knocking contender,
-// within the server's catch-up round, 100 ms, and the 20 ms it gives a
-// ring). Close revokes the
-// lease, which frees everything the Provider held or waited for at once.
+// contenders behind them hear it from their watches (a knocking contender
+// watches the key it waits behind from 100 ms into its wait, and hears
+// the deletion within the server's catch-up round, up to 100 ms more,
+// then gives a ring 20 ms). Close revokes the lease, which frees
+// everything the Provider held or waited for at once.
 // An Acquire whose key is lost while it waits (its lease expired during an
 // outage) writes a new key, at the end of the line. Every request for a
 // call of the caller's is bounded by WithTimeout (default 5 s), so a dead
@@ -147,8 +148,12 @@
 // TryAcquire and Release: one round trip each (a busy semaphore's
 // TryAcquire, two). Acquire of a mutex behind another Provider's key: one
 // round trip, and a write to that Provider's bell when only that key is
-// ahead; once granted after waiting, one read of the key behind it. The
-// other waits: one round trip, then waiting that costs no request, but
+// ahead; once granted after waiting, one read of the key behind it, and
+// when that read comes back after the release, one more bell write; a
+// wait longer than 100 ms starts and ends a watch of the key ahead; a
+// give-up, one read and one bell write. The release's bell writes go in
+// its delete's transaction. The other waits: one round trip, then waiting
+// that costs no request, but
 // for one read when the Provider's watch of the lock starts after the
 // queue changed, and behind more than 32 keys, one once those named are
 // gone; one watch per lock and Provider while it waits. One watch per

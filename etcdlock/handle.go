@@ -134,9 +134,11 @@ func (h *handle) verify() {
 // is ahead of them but the key, whose holder has stopped (its context
 // ended before release was called), and every other contender stays
 // behind them, so no one else can be admitted meanwhile. Their tokens are
-// their own keys' create revisions, larger than this one. A delete that
-// fails then only keeps the contenders further back waiting until the
-// orphan goes.
+// their own keys' create revisions, larger than this one. The contenders
+// of other Providers right behind it that knocked are told "cleared" in
+// the delete's transaction, or on their own when that transaction fails,
+// by the same reasoning (delete, door.go). A delete that fails then only
+// keeps the contenders further back waiting until the orphan goes.
 func (h *handle) release(ctx context.Context) error {
 	h.mu.Lock()
 	h.done = true

@@ -53,9 +53,9 @@
 // release hands nothing over): it then takes the lock on every server, where
 // waiters that raced after each release would split the servers' votes
 // and all retry. Because its turn is announced, a mutex waiter's
-// fallback retries start at 100 ms rather than the backoff's minimum: with
-// many waiters, each retry a script call on every server, frequent retries
-// cost more than they save. Each attempt refreshes the waiter's place for
+// fallback retries start at 100 ms at least, whatever the backoff's
+// minimum: with many waiters, each retry a script call on every server,
+// frequent retries cost more than they save. Each attempt refreshes the waiter's place for
 // max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every
 // line before its Acquire returns, and one whose process died or froze
 // holds the lock back, once free, until its place expires. Waiters on
