@@ -135,6 +135,21 @@ func countingLine(t *testing.T, hd held, n int, bells bool) ([]waiter, []*rangeC
 	return ws, counters
 }
 
+// giveUpLater starts an Acquire of hd's mutex on p and waits until the
+// line holds n keys and p has knocks waits that knocked; the func it
+// returns has that Acquire give up, and waits for its error.
+func giveUpLater(t *testing.T, hd held, p *Provider, n int64, knocks int) func() {
+	t.Helper()
+	ctx, quit := context.WithCancel(hd.ctx)
+	_, errc := locktest.AcquireAsync(ctx, p.Mutex(hd.name))
+	requireQueued(t, hd.cli, hd.prefix, n)
+	requireKnocked(t, p, knocks)
+	return func() {
+		quit()
+		require.Error(t, <-errc)
+	}
+}
+
 // anyKey returns one of the keys the Provider holds a door for; b.mu is
 // held.
 func (b *bells) anyKey() string {
@@ -240,14 +255,10 @@ func TestBellGiveUpInLine(t *testing.T) {
 	last.follow = time.Hour // only the quitter's ring can send it on
 	warmBell(t, quitter)
 	warmBell(t, last)
-	qctx, quit := context.WithCancel(hd.ctx)
-	_, qerrc := locktest.AcquireAsync(qctx, quitter.Mutex(hd.name))
-	requireQueued(t, hd.cli, hd.prefix, 2)
-	requireKnocked(t, quitter, 1)
+	leave := giveUpLater(t, hd, quitter, 2, 1)
 	w := enqueue(t, hd.ctx, hd.cli, hd.prefix, 3, "last", last.Mutex(hd.name))
 	requireKnocked(t, last, 1)
-	quit()
-	require.Error(t, <-qerrc)
+	leave()
 	requireQueued(t, hd.cli, hd.prefix, 2)
 	requireWaiting(t, w)
 	require.NoError(t, hd.h.Release(hd.ctx))
@@ -307,14 +318,10 @@ func TestBellKnocksAfterGiveUp(t *testing.T) {
 	warmBell(t, a)
 	warmBell(t, b)
 	first := enqueue(t, hd.ctx, hd.cli, hd.prefix, 2, "first", a.Mutex(hd.name))
-	qctx, quit := context.WithCancel(hd.ctx)
-	_, qerrc := locktest.AcquireAsync(qctx, a.Mutex(hd.name)) // knocks on first, within a
-	requireQueued(t, hd.cli, hd.prefix, 3)
-	requireKnocked(t, a, 2)
+	leave := giveUpLater(t, hd, a, 3, 2) // knocks on first, within a
 	last := enqueue(t, hd.ctx, hd.cli, hd.prefix, 4, "last", b.Mutex(hd.name))
 	requireKnocked(t, b, 1)
-	quit()
-	require.Error(t, <-qerrc)
+	leave()
 	require.Eventually(t, func() bool { // last read the line again: first is right ahead
 		b.bells.mu.Lock()
 		defer b.bells.mu.Unlock()
