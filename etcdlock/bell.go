@@ -265,6 +265,10 @@ func (p *Provider) wasReleased(key string, rev int64) bool {
 // before it watches that key too (contender.follow).
 const knockFollow = 100 * time.Millisecond
 
+// successorAfter is how long into its wait a knocking contender that is
+// not next in line reads the key behind its own (contender.knock).
+const successorAfter = 5 * time.Millisecond
+
 // knockGrace is how long a contender whose knocked key was deleted waits
 // for that key's ring before it reads the line again.
 const knockGrace = 20 * time.Millisecond

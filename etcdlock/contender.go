@@ -56,6 +56,7 @@ type contender struct {
 	pending   []deletion
 	knocked   aheadKey    // the key ahead this contender knocked on (bell.go); zero when none
 	later     *time.Timer // starts the watch of knocked (follow)
+	early     *time.Timer // reads the key behind c's own ahead of its grant
 	unfollow  func()      // stops the watch of knocked
 	moved     aheadKey    // a key whose Provider answered c's knock with "moved"
 	reknock   bool        // a "moved" ring came: knock on the next key ahead whatever its place
@@ -282,6 +283,12 @@ func (c *contender) knock(k aheadKey, since int64) {
 	tell := (id == p.id || len(c.ahead) == 1 && c.unnamed == 0 || c.reknock) && k != c.moved
 	c.reknock = c.reknock && !tell
 	c.later = time.AfterFunc(p.follow, func() { c.follow(k, since) })
+	if c.early == nil && len(c.ahead)+int(c.unnamed) > 1 {
+		// Not next in line: by the time it is granted, the key behind it is
+		// likely there, and reading it now keeps that read off the
+		// handover (Provider.findNext).
+		c.early = time.AfterFunc(successorAfter, func() { p.findNext(c.q.prefix, c.h.key, c.rev) })
+	}
 	c.mu.Unlock()
 	p.bells.mu.Lock()
 	p.bells.waits[c.h.key] = c
@@ -333,6 +340,9 @@ func (c *contender) deafen() {
 	p.bells.mu.Unlock()
 	c.mu.Lock()
 	c.unfollowLocked()
+	if c.early != nil {
+		c.early.Stop()
+	}
 	c.mu.Unlock()
 }
 
