@@ -22,7 +22,8 @@ import (
 // knocks: it tells P's Provider that it waits right behind P, by a write
 // to its bell. Across Providers only a contender with no other key ahead
 // (or whose key ahead left: a "moved" ring) knocks; P reads which key is
-// right behind it once granted (Provider.findNext). When P's grant is
+// right behind it, 5 ms into its own wait or once granted
+// (Provider.findNext). When P's grant is
 // released, the transaction that deletes P
 // also writes to the bell of each contender that knocked: "P cleared",
 // which admits it at once, since P's grant proved that nothing was ahead

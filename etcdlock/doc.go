@@ -58,7 +58,8 @@
 // another Provider's writes to that Provider's bell that it waits behind
 // the key; a contender further back does not, since the key it waits
 // behind is not granted yet, and its Provider reads which key is right
-// behind it once it is (one read, while it holds). The release of a grant
+// behind it (one read, 5 ms into its own wait, or once granted when that
+// found none). The release of a grant
 // writes "cleared" to the bell of the contender right behind it, in the
 // transaction that deletes the key, and that admits the contender at once:
 // the grant proved that nothing was ahead of it (a knock or a read that
@@ -148,8 +149,9 @@
 // TryAcquire and Release: one round trip each (a busy semaphore's
 // TryAcquire, two). Acquire of a mutex behind another Provider's key: one
 // round trip, and a write to that Provider's bell when only that key is
-// ahead; once granted after waiting, one read of the key behind it, and
-// when that read comes back after the release, one more bell write; a
+// ahead; one read of the key behind it, 5 ms into a wait not next in
+// line, or once granted (both when the first found none), and when that
+// read comes back after the release, one more bell write; a
 // wait longer than 100 ms starts and ends a watch of the key ahead; a
 // give-up, one read and one bell write. The release's bell writes go in
 // its delete's transaction. The other waits: one round trip, then waiting
