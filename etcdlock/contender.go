@@ -29,9 +29,10 @@ import (
 // unblocks a contender admits it without a request, whichever key it
 // released, and wakes no other wait: each deletion reaches every
 // contender of the Provider that waits on the lock's watch, but it wakes
-// only those it admits (a contender that knocked hears a ring, bell.go). When the keys left unnamed could decide (a line longer
-// than a read names), the contender reads the queue again (one round
-// trip), naming them all.
+// only those it admits (a contender that knocked hears a ring, bell.go).
+// When the keys left unnamed could decide (a line longer than a read
+// names), the contender reads the queue again (one round trip), naming
+// them all.
 //
 // The newest key left on the list is the one right ahead of the contender:
 // every newer key ahead was named too, and has been crossed off.

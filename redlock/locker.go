@@ -99,8 +99,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	// only cover a lost wake-up, and start at mutexPollMin.
 	b := l.p.cfg.backoff
 	if l.lock.Kind == redisop.KindMutex {
-		b.Min = max(b.Min, mutexPollMin)
-		b.Max = max(b.Max, b.Min)
+		b = b.AtLeast(mutexPollMin)
 	}
 	h, err = kit.Wait(ctx, b, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
 		return l.try(ctx, c, wait, ticket)

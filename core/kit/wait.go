@@ -28,8 +28,12 @@ const QueuedPollMin = 20 * time.Millisecond
 // it alone (a queued waiter): its polls only refresh its place and recover
 // a lost announcement, so they start at QueuedPollMin at least, and many
 // waiters do not load the server with early polls.
-func (b Backoff) Queued() Backoff {
-	b.Min = max(b.Min, QueuedPollMin)
+func (b Backoff) Queued() Backoff { return b.AtLeast(QueuedPollMin) }
+
+// AtLeast returns b with its first delay raised to least when lower, and its
+// longest to match.
+func (b Backoff) AtLeast(least time.Duration) Backoff {
+	b.Min = max(b.Min, least)
 	b.Max = max(b.Max, b.Min)
 	return b
 }
