@@ -38,3 +38,26 @@ func Heartbeat(ctx context.Context, m Membership, group, id string, ttl time.Dur
 	}
 	return m.Members(ctx, group)
 }
+
+// MaxMemberValue is the largest value Announce takes, in bytes.
+const MaxMemberValue = 256 << 10
+
+// Member is a live member of a group and the value it announced last.
+type Member struct {
+	ID    string
+	Value []byte
+}
+
+// Announcer is implemented by Membership backends that keep a value with
+// each member, as polllease needs to tell the other instances which
+// targets it holds.
+type Announcer interface {
+	// Announce registers id in group for ttl, as Register does, with
+	// value as the member's value, and returns the live members of group
+	// sorted by ID, each with the value it announced last: one round trip
+	// where the backend allows, and the listing includes this
+	// registration. value may be empty, is kept byte for byte, and may be
+	// at most MaxMemberValue bytes (longer fails with ErrInvalidArgument).
+	// Register and Heartbeat set a member's value to empty.
+	Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]Member, error)
+}

@@ -86,3 +86,16 @@ func ValidateMember(group, id string) error {
 	}
 	return nil
 }
+
+// ValidateAnnounce checks an Announce call's group, member id and value:
+// the group and id as ValidateMember does, the value at most
+// core.MaxMemberValue bytes (the error matches ErrInvalidArgument).
+func ValidateAnnounce(group, id string, value []byte) error {
+	if err := ValidateMember(group, id); err != nil {
+		return err
+	}
+	if len(value) > core.MaxMemberValue {
+		return Invalid("member value of %d bytes is over core.MaxMemberValue (%d)", len(value), core.MaxMemberValue)
+	}
+	return nil
+}

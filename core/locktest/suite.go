@@ -61,6 +61,7 @@ func TestProvider(t *testing.T, cfg Config) {
 	t.Run("Inspector", func(t *testing.T) { testInspector(t, newSuite(t, cfg)) })
 	t.Run("Verify", func(t *testing.T) { testVerify(t, newSuite(t, cfg)) })
 	t.Run("Membership", func(t *testing.T) { testMembership(t, newSuite(t, cfg)) })
+	t.Run("Announce", func(t *testing.T) { testAnnounce(t, newSuite(t, cfg)) })
 	t.Run("Deadline", func(t *testing.T) { testDeadline(t, newSuite(t, cfg)) })
 	t.Run("Lost", func(t *testing.T) { testLost(t, newSuite(t, cfg)) })
 	t.Run("HandoffAfterBreak", func(t *testing.T) { testHandoffAfterBreak(t, newSuite(t, cfg)) })

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
 )
 
@@ -21,7 +22,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
-	p.s.registerLocked(group, id, ttl)
+	p.s.registerLocked(group, id, ttl, nil)
 	return nil
 }
 
@@ -60,8 +61,31 @@ func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Dur
 	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
-	p.s.registerLocked(group, id, ttl)
+	p.s.registerLocked(group, id, ttl, nil)
 	return p.s.membersLocked(group), nil
+}
+
+// Announce registers id in group for ttl with value, and lists the live
+// members with their values, atomically (core.Announcer).
+func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, kit.Wrap(backend, "announce", group, err)
+	}
+	if err := kit.ValidateAnnounce(group, id, value); err != nil {
+		return nil, kit.Wrap(backend, "announce", group, err)
+	}
+	if ttl <= 0 {
+		return nil, kit.Wrap(backend, "announce", group, kit.Invalid("ttl %v must be positive", ttl))
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	p.s.registerLocked(group, id, ttl, value)
+	ids := p.s.membersLocked(group)
+	out := make([]core.Member, len(ids))
+	for i, m := range ids {
+		out[i] = core.Member{ID: m, Value: slices.Clone(p.s.members[group][m].value)}
+	}
+	return out, nil
 }
 
 func memberArgs(ctx context.Context, group, id string) error {
@@ -71,16 +95,22 @@ func memberArgs(ctx context.Context, group, id string) error {
 	return kit.ValidateMember(group, id)
 }
 
-func (s *Store) registerLocked(group, id string, ttl time.Duration) {
+// member is one registration: its expiry and announced value.
+type member struct {
+	expires time.Time
+	value   []byte
+}
+
+func (s *Store) registerLocked(group, id string, ttl time.Duration, value []byte) {
 	if s.members[group] == nil {
-		s.members[group] = make(map[string]time.Time)
+		s.members[group] = make(map[string]member)
 	}
-	s.members[group][id] = time.Now().Add(ttl)
+	s.members[group][id] = member{time.Now().Add(ttl), slices.Clone(value)}
 }
 
 // membersLocked drops the expired members of group and lists the others.
 func (s *Store) membersLocked(group string) []string {
 	now := time.Now()
-	maps.DeleteFunc(s.members[group], func(_ string, exp time.Time) bool { return !now.Before(exp) })
+	maps.DeleteFunc(s.members[group], func(_ string, m member) bool { return !now.Before(m.expires) })
 	return slices.Sorted(maps.Keys(s.members[group]))
 }

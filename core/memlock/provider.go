@@ -33,8 +33,8 @@ func WithStore(s *Store) Option { return func(c *config) { c.store = s } }
 func WithIdentity(id string) Option { return func(c *config) { c.identity = id } }
 
 // Provider makes mutexes, reader-writer locks and semaphores in a Store. It
-// implements core.Provider, core.Membership and core.Heartbeater and is
-// safe for concurrent use. It runs no goroutine.
+// implements core.Provider, core.Membership, core.Heartbeater and
+// core.Announcer and is safe for concurrent use. It runs no goroutine.
 type Provider struct {
 	s      *Store
 	id     string
@@ -46,6 +46,7 @@ var (
 	_ core.Provider    = (*Provider)(nil)
 	_ core.Membership  = (*Provider)(nil)
 	_ core.Heartbeater = (*Provider)(nil)
+	_ core.Announcer   = (*Provider)(nil)
 )
 
 // New returns a Provider. A nil Store or an empty or invalid identity is an

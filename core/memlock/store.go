@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/core/kit"
@@ -16,9 +15,9 @@ import (
 type Store struct {
 	mu      sync.Mutex
 	locks   map[lockKey]*entry
-	tokens  map[string]uint64               // the last token granted per name, across kinds
-	members map[string]map[string]time.Time // group → id → expiry
-	notify  kit.Notifier                    // keyed by lockKey.String()
+	tokens  map[string]uint64            // the last token granted per name, across kinds
+	members map[string]map[string]member // group → id → registration
+	notify  kit.Notifier                 // keyed by lockKey.String()
 }
 
 // NewStore returns an empty Store.
@@ -26,7 +25,7 @@ func NewStore() *Store {
 	return &Store{
 		locks:   make(map[lockKey]*entry),
 		tokens:  make(map[string]uint64),
-		members: make(map[string]map[string]time.Time),
+		members: make(map[string]map[string]member),
 	}
 }
 
