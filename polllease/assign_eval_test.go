@@ -39,11 +39,12 @@ func randomFleets(seed uint64, n, m int) []randomFleet {
 	return out
 }
 
-// fleetFigures are the balance and join figures of one fleet.
+// fleetFigures are the balance, join and leave figures of one fleet.
 type fleetFigures struct {
 	minMean, maxMean float64 // least and most loaded member over the mean, before and after the join
 	join             float64 // targets moved by the join over T/(M+1)
 	joinStrict       float64 // the same over the strict minimum (see strictMinimum)
+	leave            float64 // targets moved when a member leaves after the join, over its load
 }
 
 // strictMinimum is the fewest moves that bring before, an assignment to m
@@ -59,16 +60,20 @@ func strictMinimum(before map[string]string, targets, members int, lf float64) i
 	return max(floor, excess)
 }
 
-func evaluate(f randomFleet, assign func(targets, members []string, lf float64) map[string]string) fleetFigures {
+// evaluate assigns f's targets to its members by Assign, then has f.joiner
+// join and then the first member leave, each from the owners before it
+// (AssignFrom), as instances that announce their holdings do.
+func evaluate(f randomFleet) fleetFigures {
 	lf := DefaultLoadFactor
-	before := assign(f.targets, f.members, lf)
+	before := Assign(f.targets, f.members, lf)
 	joined := append(slices.Clone(f.members), f.joiner)
-	after := assign(f.targets, joined, lf)
+	after := AssignFrom(f.targets, joined, before, lf)
+	left := AssignFrom(f.targets, joined[1:], after, lf)
 	lo, hi := math.Inf(1), 0.0
 	for _, a := range []struct {
 		assign  map[string]string
 		members []string
-	}{{before, f.members}, {after, joined}} {
+	}{{before, f.members}, {after, joined}, {left, joined[1:]}} {
 		mean := float64(len(f.targets)) / float64(len(a.members))
 		l := loads(a.assign)
 		for _, m := range a.members {
@@ -82,6 +87,7 @@ func evaluate(f randomFleet, assign func(targets, members []string, lf float64) 
 		maxMean:    hi,
 		join:       n / mean,
 		joinStrict: n / float64(strictMinimum(before, len(f.targets), len(f.members), lf)),
+		leave:      float64(moved(after, left)) / float64(loads(after)[joined[0]]),
 	}
 }
 
@@ -101,36 +107,33 @@ func quantiles(xs []float64, low bool) [4]float64 {
 // -assign.fleets=2000.
 var fleetsPerSize = flag.Int("assign.fleets", 25, "random fleets of each size evaluated by TestAssignRandomFleets")
 
-// TestAssignRandomFleets evaluates Assign over random fleets of 3, 5, 8 and
-// 20 members with 10 to 100 targets per member, and a member joining each:
-// every member is within [Floor, Capacity], so within ±20 % of the mean,
-// before and after the join; and the join moves at most 1.3 × T/(M+1)
-// targets (the joiner's even share, which any balanced assignment must
-// move) where there are at least 40 targets per member. Below that the
-// load bounds make more targets move in a few percent of fleets (up to 1.9
-// × T/(M+1) at 20 members and 10 targets each), and the test only reports
-// the figures.
+// TestAssignRandomFleets evaluates the assignment over random fleets of 3,
+// 5, 8, 12 and 20 members with 10 to 100 targets per member, a member
+// joining each and then another leaving, as instances that announce their
+// holdings assign (see evaluate): every member is within [Floor, Capacity],
+// so within ±20 % of the mean, throughout; the join moves at most 1.3 ×
+// the strict minimum (it moves exactly that), so at most 1.3 × T/(M+1);
+// and the leave moves the leaver's targets and no other.
 func TestAssignRandomFleets(t *testing.T) {
-	for _, m := range []int{3, 5, 8, 20} {
-		var lo, hi, join, strict []float64
-		var over, n [10]int
+	for _, m := range []int{3, 5, 8, 12, 20} {
+		var lo, hi, join, strict, leave []float64
 		for i, f := range randomFleets(1, *fleetsPerSize, m) {
 			checkBounds(t, f.targets, f.members)
-			checkBounds(t, f.targets, append(slices.Clone(f.members), f.joiner))
-			fig := evaluate(f, Assign)
-			lo, hi, join, strict = append(lo, fig.minMean), append(hi, fig.maxMean), append(join, fig.join), append(strict, fig.joinStrict)
-			perMember := len(f.targets) / m
-			b := min(9, (perMember-10)/10)
-			n[b]++
-			if fig.join > 1.3 {
-				over[b]++
-				if perMember >= 40 {
-					t.Errorf("fleet %d (%d members, %d targets): a join moved %.2f × T/(M+1)", i, m, len(f.targets), fig.join)
-				}
+			fig := evaluate(f)
+			lo, hi = append(lo, fig.minMean), append(hi, fig.maxMean)
+			join, strict, leave = append(join, fig.join), append(strict, fig.joinStrict), append(leave, fig.leave)
+			if fig.minMean < 0.8-1e-9 || fig.maxMean > 1.2+1e-9 {
+				t.Errorf("fleet %d (%d members, %d targets): loads %.3f to %.3f × the mean", i, m, len(f.targets), fig.minMean, fig.maxMean)
+			}
+			if fig.joinStrict > 1.3 || fig.join > 1.3 {
+				t.Errorf("fleet %d (%d members, %d targets): a join moved %.2f × the strict minimum, %.2f × T/(M+1)", i, m, len(f.targets), fig.joinStrict, fig.join)
+			}
+			if fig.leave != 1 {
+				t.Errorf("fleet %d (%d members, %d targets): a leave moved %.2f × the leaver's targets", i, m, len(f.targets), fig.leave)
 			}
 		}
-		t.Logf("%2d members, %d fleets (median p95 p99 worst): min/mean %.3f  max/mean %.3f  join/(T/(M+1)) %.3f  join/strict minimum %.3f; joins over 1.3 by targets per member 10-19, 20-29, ...: %v of %v",
-			m, *fleetsPerSize, quantiles(lo, true), quantiles(hi, false), quantiles(join, false), quantiles(strict, false), over, n)
+		t.Logf("%2d members, %d fleets (median p95 p99 worst): min/mean %.3f  max/mean %.3f  join/(T/(M+1)) %.3f  join/strict minimum %.3f  leave/leaver's load %.3f",
+			m, *fleetsPerSize, quantiles(lo, true), quantiles(hi, false), quantiles(join, false), quantiles(strict, false), quantiles(leave, false))
 	}
 }
 

@@ -48,7 +48,7 @@ type tickPlan struct {
 
 // plan records the tick's assignment and decides its releases and
 // attempts; the leases to release are detached before it returns.
-func (c *Coordinator) plan(targets map[string]bool, members []string, assign map[string]string) tickPlan {
+func (c *Coordinator) plan(targets map[string]bool, members []string, owners, assign map[string]string) tickPlan {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,7 +65,7 @@ func (c *Coordinator) plan(targets map[string]bool, members []string, assign map
 			delete(c.probes, t)
 		}
 	}
-	c.expireHandoffs(p.tick)
+	c.settleHandoffs(p.tick, owners, now)
 	for _, l := range p.removed {
 		c.detach(l)
 	}
@@ -151,8 +151,8 @@ func (c *Coordinator) attempted(target string, tick, recheck uint64, err error) 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.probes[target]
-	if err == nil && p != nil {
-		c.keepIfHandedBack(target, p.preferred)
+	if err == nil && p != nil && p.preferred != c.id {
+		c.tookBack(target, p.preferred, time.Now())
 	}
 	if err == nil || p == nil {
 		delete(c.probes, target)

@@ -51,7 +51,7 @@ type Coordinator struct {
 	assign      map[string]string
 	probes      map[string]*probe
 	handedTo    map[string]handoff  // targets released to rebalance
-	handbacks   map[string]handback // targets taken back from their preferred instance
+	handbacks   map[string]handback // instances that did not take targets handed to them
 	tick        uint64
 	nextTick    time.Time // when the reconcile timer fires (or fired, until the tick's heartbeat starts)
 	beatOK      bool      // the last heartbeat succeeded: acquisitions allowed
@@ -79,11 +79,6 @@ type lease struct {
 	since     time.Time
 	stopWatch func() bool
 	poll      *poller // the current poll loop; cancelled while paused
-	// keepFor is the preferred instance this lease is kept from until
-	// keepUntil: it was released to it and it did not take it, so
-	// releasing it again at once would only leave it unpolled.
-	keepFor   string
-	keepUntil time.Time
 	// uncertain: the last renewal of the lease failed, so its poller is
 	// paused until one succeeds (or the trust window closes and the
 	// lease is lost).
@@ -263,15 +258,18 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 		c.log.Warn("Reading targets failed: tick skipped", slog.Any("error", err))
 		return
 	}
-	if !slices.Contains(members, c.id) {
+	ids := make([]string, 0, len(members)+1)
+	for _, m := range members {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Contains(ids, c.id) {
 		// Our heartbeat succeeded, so we are live, whatever a lagging
 		// listing says.
-		members = append(members, c.id)
+		ids = append(ids, c.id)
 	}
-	slices.Sort(members)
-	assign := Assign(slices.Collect(maps.Keys(targets)), members, c.cfg.LoadFactor)
-
-	p := c.plan(targets, members, assign)
+	slices.Sort(ids)
+	owners := c.ownersOf(targets, members)
+	p := c.plan(targets, ids, owners, AssignFrom(slices.Collect(maps.Keys(targets)), ids, owners, c.cfg.LoadFactor))
 	c.mu.Lock()
 	c.forgetRemoved()
 	c.mu.Unlock()
@@ -279,6 +277,19 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 	c.releaseAll(ctx, p.rebalance, ReasonRebalance)
 	recheck := uint64(max(maxBackupBackoff, recheckPerBackup*p.backups))
 	c.acquireAll(ctx, p.tick, recheck, time.Now().Add(c.cfg.ReconcileInterval), p.acquire)
+}
+
+// ownersOf returns the holders of targets that members' announcements
+// name, this instance's own leases included, where the Membership is a
+// core.Announcer; nil otherwise, and the assignment is then Assign's.
+func (c *Coordinator) ownersOf(targets map[string]bool, members []core.Member) map[string]string {
+	if _, ok := c.cfg.Membership.(core.Announcer); !ok {
+		return nil
+	}
+	c.mu.Lock()
+	mine := c.holdings()
+	c.mu.Unlock()
+	return ownersOf(targets, members, c.id, mine)
 }
 
 // readTargets returns the valid targets of Config.Targets as a set; it logs

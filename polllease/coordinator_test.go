@@ -150,8 +150,13 @@ func TestFleetBalanceChurnAndStop(t *testing.T) {
 			movedJoin++
 		}
 	}
-	t.Logf("join: balanced after %v, %d targets moved (minimum %d)", took, movedJoin, len(targets)/6)
-	assert.LessOrEqual(t, movedJoin, len(Assign(targets, f.IDs(), DefaultLoadFactor)))
+	// The joiner needs Floor targets; with announced holdings the join
+	// moves that many, and a few more at most while the announcements of
+	// a tick ago lag the handovers.
+	floor := Floor(len(targets), 6, DefaultLoadFactor)
+	t.Logf("join: balanced after %v, %d targets moved (minimum %d)", took, movedJoin, floor)
+	assert.GreaterOrEqual(t, movedJoin, floor)
+	assert.LessOrEqual(t, float64(movedJoin), 1.3*float64(floor), "targets the join moved")
 
 	before = f.Owners()
 	gone := "node-2"
@@ -159,16 +164,13 @@ func TestFleetBalanceChurnAndStop(t *testing.T) {
 	require.NoError(t, f.Stop(gone))
 	took = waitFor(t, "covered after a graceful stop", 10*time.Second, f.covered)
 	t.Logf("graceful stop: covered again after %v", took)
-	// Only the leaver's targets move, besides those the assignment itself
-	// moves to keep the load bounds (a few at most).
-	after := Assign(targets, f.IDs(), DefaultLoadFactor)
+	// Only the leaver's targets move, besides those the load bounds make
+	// move (a few at most).
 	reassigned := 0
 	for tg, ids := range f.Owners() {
 		// A target nobody held at the snapshot (between owners) says nothing.
-		if len(before[tg]) > 0 && before[tg][0] != gone && before[tg][0] != after[tg] {
+		if len(before[tg]) > 0 && before[tg][0] != gone && before[tg][0] != ids[0] {
 			reassigned++
-		} else if len(before[tg]) > 0 && before[tg][0] != gone {
-			assert.Equal(t, before[tg][0], ids[0], "%s moved though its owner stayed and it is still assigned there", tg)
 		}
 	}
 	assert.LessOrEqual(t, reassigned, len(targets)/20, "targets of staying instances that the leave reassigned")
@@ -352,8 +354,8 @@ func TestManualAcquireReleaseAndInspect(t *testing.T) {
 	assert.Equal(t, ReasonManual, released[0].Reason)
 }
 
-// flakyMembership fails Register while fail is set; the leases are
-// unaffected.
+// flakyMembership fails Register and Announce while fail is set; the
+// leases are unaffected.
 type flakyMembership struct {
 	*memProvider
 	fail atomic.Bool
@@ -364,6 +366,13 @@ func (m *flakyMembership) Register(ctx context.Context, group, id string, ttl ti
 		return errStoreDown
 	}
 	return m.memProvider.Register(ctx, group, id, ttl)
+}
+
+func (m *flakyMembership) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
+	if m.fail.Load() {
+		return nil, errStoreDown
+	}
+	return m.memProvider.Announce(ctx, group, id, ttl, value)
 }
 
 // TestHeartbeatFencePausesAndResumes: when heartbeats fail past their
@@ -543,34 +552,47 @@ func TestRenewalFailureUntilLost(t *testing.T) {
 	assert.Empty(t, f.eventsOf(EventResumed, failAt))
 }
 
-// countingHeartbeater is a memProvider's membership that also implements
-// core.Heartbeater, and counts the calls of each kind.
+// countingHeartbeater is a memProvider's membership that implements
+// core.Heartbeater, not core.Announcer, and counts the calls of each kind.
 type countingHeartbeater struct {
-	*memProvider
-	registers, lists, beats atomic.Int64
+	p                                  *memProvider
+	registers, lists, beats, announces atomic.Int64
+}
+
+func (m *countingHeartbeater) Deregister(ctx context.Context, group, id string) error {
+	return m.p.Deregister(ctx, group, id)
+}
+
+// countingAnnouncer is a countingHeartbeater that is a core.Announcer too.
+type countingAnnouncer struct{ *countingHeartbeater }
+
+func (m countingAnnouncer) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
+	m.announces.Add(1)
+	return m.p.Announce(ctx, group, id, ttl, value)
 }
 
 func (m *countingHeartbeater) Register(ctx context.Context, group, id string, ttl time.Duration) error {
 	m.registers.Add(1)
-	return m.memProvider.Register(ctx, group, id, ttl)
+	return m.p.Register(ctx, group, id, ttl)
 }
 
 func (m *countingHeartbeater) Members(ctx context.Context, group string) ([]string, error) {
 	m.lists.Add(1)
-	return m.memProvider.Members(ctx, group)
+	return m.p.Members(ctx, group)
 }
 
 func (m *countingHeartbeater) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
 	m.beats.Add(1)
-	if err := m.memProvider.Register(ctx, group, id, ttl); err != nil {
+	if err := m.p.Register(ctx, group, id, ttl); err != nil {
 		return nil, err
 	}
-	return m.memProvider.Members(ctx, group)
+	return m.p.Members(ctx, group)
 }
 
 // TestTickHeartbeats: each reconcile tick heartbeats and lists the members
 // in one Heartbeat call; the heartbeat loop registers on its own only at
-// start and when the ticks are further apart than HeartbeatInterval.
+// start and when the ticks are further apart than HeartbeatInterval. With
+// a core.Announcer, every beat of either is one Announce call instead.
 func TestTickHeartbeats(t *testing.T) {
 	cases := []struct {
 		name             string
@@ -586,24 +608,34 @@ func TestTickHeartbeats(t *testing.T) {
 		{name: "ticks slower", beat: 300 * time.Millisecond, reconcile: 1500 * time.Millisecond, minLoop: 4, maxLoop: 12, minTicks: 1},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFleet(t, targetNames(4))
-			p := newMemProvider(t, f.store, "solo", testLeaseTTL)
-			m := &countingHeartbeater{memProvider: p}
-			cfg := f.config("solo", p)
-			cfg.Membership = m
-			cfg.HeartbeatInterval, cfg.ReconcileInterval = tc.beat, tc.reconcile
-			c := runCoordinator(t, cfg)
+		for _, announce := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s announce=%v", tc.name, announce), func(t *testing.T) {
+				f := newFleet(t, targetNames(4))
+				p := newMemProvider(t, f.store, "solo", testLeaseTTL)
+				m := &countingHeartbeater{p: p}
+				cfg := f.config("solo", p)
+				cfg.Membership = m
+				if announce {
+					cfg.Membership = countingAnnouncer{m}
+				}
+				cfg.HeartbeatInterval, cfg.ReconcileInterval = tc.beat, tc.reconcile
+				c := runCoordinator(t, cfg)
 
-			time.Sleep(2 * time.Second) // a measurement window, not a wait for an event
-			t.Logf("in 2 s: %d Heartbeat calls (ticks), %d Register calls (heartbeat loop), %d Members calls",
-				m.beats.Load(), m.registers.Load(), m.lists.Load())
-			assert.Zero(t, m.lists.Load(), "no separate member listing")
-			assert.GreaterOrEqual(t, m.beats.Load(), tc.minTicks, "a Heartbeat call per tick")
-			assert.GreaterOrEqual(t, m.registers.Load(), tc.minLoop, "heartbeat loop beats")
-			assert.LessOrEqual(t, m.registers.Load(), tc.maxLoop, "heartbeat loop beats")
-			assert.Len(t, c.Owned(), 4)
-			assert.Empty(t, f.eventsOf(EventUncertain, time.Time{}), "the heartbeat's trust window closed")
-		})
+				time.Sleep(2 * time.Second) // a measurement window, not a wait for an event
+				t.Logf("in 2 s: %d Heartbeat calls (ticks), %d Register calls (heartbeat loop), %d Members calls, %d Announce calls",
+					m.beats.Load(), m.registers.Load(), m.lists.Load(), m.announces.Load())
+				assert.Zero(t, m.lists.Load(), "no separate member listing")
+				beats, loop := m.beats.Load(), m.registers.Load()
+				if announce {
+					assert.Zero(t, beats+loop, "Heartbeat or Register calls beside Announce")
+					beats, loop = m.announces.Load()-tc.minLoop, tc.minLoop
+				}
+				assert.GreaterOrEqual(t, beats, tc.minTicks, "a beat per tick")
+				assert.GreaterOrEqual(t, loop, tc.minLoop, "heartbeat loop beats")
+				assert.LessOrEqual(t, loop, tc.maxLoop, "heartbeat loop beats")
+				assert.Len(t, c.Owned(), 4)
+				assert.Empty(t, f.eventsOf(EventUncertain, time.Time{}), "the heartbeat's trust window closed")
+			})
+		}
 	}
 }

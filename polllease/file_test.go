@@ -58,22 +58,30 @@ func TestFileBackend(t *testing.T) {
 		}
 		assert.Empty(t, det.Violations())
 	}()
+	// Balanced: every target held once, every instance within the load
+	// bounds, so the assignment from the current owners moves nothing.
 	balanced := func() bool {
-		assign := polllease.Assign(targets, fleet.IDs(), polllease.DefaultLoadFactor)
+		ids := fleet.IDs()
+		floor := polllease.Floor(len(targets), len(ids), polllease.DefaultLoadFactor)
+		limit := polllease.Capacity(len(targets), len(ids), polllease.DefaultLoadFactor)
 		n := 0
-		for _, id := range fleet.IDs() {
+		for _, id := range ids {
 			c, ok := fleet.Get(id)
 			if !ok {
-				continue
+				return false
 			}
-			for _, tg := range c.Owned() {
-				if assign[tg] != id || !c.IsOwned(tg) {
+			owned := c.Owned()
+			if len(owned) < floor || len(owned) > limit {
+				return false
+			}
+			for _, tg := range owned {
+				if !c.IsOwned(tg) {
 					return false
 				}
-				n++
 			}
+			n += len(owned)
 		}
-		return n == len(targets)
+		return n == len(targets) && fleet.Covered(targets)
 	}
 	require.Eventually(t, balanced, 15*time.Second, 10*time.Millisecond)
 	for _, id := range fleet.IDs() {

@@ -116,15 +116,17 @@ func (f *fleet) covered() bool {
 }
 
 // balanced reports whether the fleet is covered and every instance holds
-// exactly the targets assigned to it.
+// between Floor and Capacity targets: the assignment from the current
+// owners is then the owners themselves, so nothing more moves.
 func (f *fleet) balanced() bool {
 	if !f.covered() {
 		return false
 	}
 	want, _ := f.targets.get(context.Background())
-	assign := Assign(want, f.IDs(), DefaultLoadFactor)
-	for t, ids := range f.Owners() {
-		if assign[t] != ids[0] {
+	ids := f.IDs()
+	floor, limit := Floor(len(want), len(ids), DefaultLoadFactor), Capacity(len(want), len(ids), DefaultLoadFactor)
+	for _, id := range ids {
+		if n := len(f.node(id).c.Owned()); n < floor || n > limit {
 			return false
 		}
 	}

@@ -77,9 +77,12 @@ func (c *Coordinator) beatSlack() time.Duration {
 // implements core.Heartbeater, Register then Members on the others. Without
 // list (the heartbeat loop) it only registers, and does nothing, reporting
 // done false, when a beat made while it waited for its turn made this one
-// unnecessary. Beats are serialized, so their outcomes apply in the order
-// they started; an outcome that arrives after ctx ended is not applied.
-func (c *Coordinator) beat(ctx context.Context, list bool) (members []string, done bool, err error) {
+// unnecessary. Where the Membership is a core.Announcer, every beat is an
+// Announce of the targets held (see holdings.go), and the members come
+// with their announcements. Beats are serialized, so their outcomes apply
+// in the order they started; an outcome that arrives after ctx ended is
+// not applied.
+func (c *Coordinator) beat(ctx context.Context, list bool) (members []core.Member, done bool, err error) {
 	c.beatMu.Lock()
 	defer c.beatMu.Unlock()
 	start := c.now()
@@ -95,11 +98,7 @@ func (c *Coordinator) beat(ctx context.Context, list bool) (members []string, do
 	c.mu.Unlock()
 
 	bctx, cancel := context.WithTimeout(ctx, c.cfg.HeartbeatInterval)
-	if list {
-		members, err = core.Heartbeat(bctx, c.cfg.Membership, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
-	} else {
-		err = c.cfg.Membership.Register(bctx, c.cfg.Group, c.id, c.cfg.HeartbeatTTL)
-	}
+	members, err = c.register(bctx, list)
 	cancel()
 	if ctx.Err() != nil {
 		return nil, true, ctx.Err()
@@ -112,6 +111,36 @@ func (c *Coordinator) beat(ctx context.Context, list bool) (members []string, do
 	// in the heartbeat loop calls for a tick at once.
 	c.beatSucceeded(start, !list)
 	return members, true, nil
+}
+
+// register is beat's call to the Membership.
+func (c *Coordinator) register(ctx context.Context, list bool) ([]core.Member, error) {
+	m, group, ttl := c.cfg.Membership, c.cfg.Group, c.cfg.HeartbeatTTL
+	if a, ok := m.(core.Announcer); ok {
+		c.mu.Lock()
+		value := encodeHoldings(c.holdings())
+		c.mu.Unlock()
+		return a.Announce(ctx, group, c.id, ttl, value)
+	}
+	if !list {
+		return nil, m.Register(ctx, group, c.id, ttl)
+	}
+	ids, err := core.Heartbeat(ctx, m, group, c.id, ttl)
+	members := make([]core.Member, len(ids))
+	for i, id := range ids {
+		members[i] = core.Member{ID: id}
+	}
+	return members, err
+}
+
+// holdings returns the targets this instance holds with their fencing
+// tokens; c.mu is held.
+func (c *Coordinator) holdings() map[string]uint64 {
+	held := make(map[string]uint64, len(c.owned))
+	for t, l := range c.owned {
+		held[t] = l.token
+	}
+	return held
 }
 
 func (c *Coordinator) beatFailed(err error) {

@@ -22,6 +22,7 @@ type memStore struct {
 	locks   map[string]*memEntry
 	fence   map[string]uint64
 	members map[string]map[string]time.Time
+	values  map[string][]byte // group + "/" + id → announced value
 	down    bool
 }
 
@@ -42,6 +43,7 @@ func newMemStore() *memStore {
 		locks:   make(map[string]*memEntry),
 		fence:   make(map[string]uint64),
 		members: make(map[string]map[string]time.Time),
+		values:  make(map[string][]byte),
 	}
 }
 
@@ -165,7 +167,26 @@ func (p *memProvider) Register(ctx context.Context, group, id string, ttl time.D
 		p.s.members[group] = make(map[string]time.Time)
 	}
 	p.s.members[group][id] = time.Now().Add(ttl)
+	delete(p.s.values, group+"/"+id)
 	return nil
+}
+
+func (p *memProvider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
+	if err := p.Register(ctx, group, id, ttl); err != nil {
+		return nil, err
+	}
+	ids, err := p.Members(ctx, group)
+	if err != nil {
+		return nil, err
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	p.s.values[group+"/"+id] = slices.Clone(value)
+	out := make([]core.Member, len(ids))
+	for i, m := range ids {
+		out[i] = core.Member{ID: m, Value: slices.Clone(p.s.values[group+"/"+m])}
+	}
+	return out, nil
 }
 
 func (p *memProvider) Deregister(ctx context.Context, group, id string) error {
@@ -248,5 +269,6 @@ func (l *memLocker) Holder(ctx context.Context) (core.Holder, bool, error) {
 var (
 	_ core.Provider   = (*memProvider)(nil)
 	_ core.Membership = (*memProvider)(nil)
+	_ core.Announcer  = (*memProvider)(nil)
 	_ core.Inspector  = (*memLocker)(nil)
 )

@@ -6,15 +6,15 @@ import (
 	"time"
 )
 
-// handbackWindow: a target this instance released to rebalance and takes
-// back, as its backup, within this many ticks was not taken by the
-// instance it was handed to, which therefore is not polling it; the lease
-// is then kept for a doubling hold before it is handed over again (see
-// keepIfHandedBack).
+// handbackWindow: a target this instance released to rebalance and sees
+// taken by another instance than the one it was handed to (or takes back
+// itself, as its backup) within this many ticks was not taken by that
+// instance, which therefore is not taking what it is handed; this instance
+// then holds its releases to it off (see heldOff).
 const handbackWindow = backupGrace + 2
 
-// maxKeepDoublings caps the hold of a target taken back from its preferred
-// instance: MinHold × 2^n after the n-th consecutive take-back, at most
+// maxKeepDoublings caps the hold-off of an instance that did not take what
+// it was handed: MinHold × 2^n after the n-th consecutive time, at most
 // MinHold × 2^maxKeepDoublings (16 min with the default MinHold).
 const maxKeepDoublings = 5
 
@@ -24,25 +24,25 @@ type handoff struct {
 	tick uint64
 }
 
-// handback counts the consecutive times this instance took a target back
-// from the preferred instance it had handed it to.
+// handback counts the consecutive times an instance did not take a target
+// this instance handed it, and until when no target is released to it.
 type handback struct {
-	to string
-	n  int
+	n     int
+	until time.Time
 }
 
 // pickReleases returns the leases of targets that left the set, and those
-// to release to rebalance: held for MinHold, preferred elsewhere and not
-// kept from a preferred instance that did not take them (see
-// keepIfHandedBack), oldest first, at most max(1, 10 % of owned) per tick so
-// that rebalancing converges without flapping; c.mu is held.
+// to release to rebalance: held for MinHold, assigned elsewhere to an
+// instance not held off (see heldOff), oldest first, at most max(1, 10 %
+// of owned) per tick so that rebalancing converges without flapping; c.mu
+// is held.
 func (c *Coordinator) pickReleases(now time.Time) (removed, rebalance []*lease) {
 	var movable []*lease
 	for t, l := range c.owned {
 		switch {
 		case !c.targets[t]:
 			removed = append(removed, l)
-		case c.assign[t] != c.id && now.Sub(l.since) >= c.cfg.MinHold && !l.keptFrom(c.assign[t], now):
+		case c.assign[t] != c.id && now.Sub(l.since) >= c.cfg.MinHold && !c.heldOff(c.assign[t], now):
 			movable = append(movable, l)
 		}
 	}
@@ -53,67 +53,71 @@ func (c *Coordinator) pickReleases(now time.Time) (removed, rebalance []*lease) 
 	return removed, rebalance
 }
 
-// handOff records that target was released at tick to its preferred
-// instance; c.mu is held. The preferred instance gets its grace from now:
-// as the target's backup, this instance takes it back only if the
-// preferred one does not take it within backupGrace ticks.
+// handOff records that target was released at tick to the instance it is
+// assigned to; c.mu is held. That instance gets its grace from now: as the
+// target's backup, this instance takes it back only if it is not taken
+// within backupGrace ticks.
 func (c *Coordinator) handOff(target string, tick uint64) {
 	to := c.assign[target]
 	c.handedTo[target] = handoff{to: to, tick: tick}
 	c.probes[target] = &probe{preferred: to, since: tick, next: tick}
 }
 
-// expireHandoffs forgets the handoffs older than handbackWindow at tick,
-// which this instance did not take back, so their count of take-backs
-// starts again, and those whose target is now preferred elsewhere or left
-// the set; c.mu is held.
-func (c *Coordinator) expireHandoffs(tick uint64) {
+// settleHandoffs learns, at tick, what became of the targets released to
+// rebalance, from owners (the holders the announcements name; nil where
+// the Membership announces nothing): one its recipient holds went through,
+// which ends the recipient's hold-off; one another instance holds was not
+// taken, which holds the recipient off (a take-back by this instance is
+// seen in attempted). Handoffs older than handbackWindow are forgotten.
+// c.mu is held.
+func (c *Coordinator) settleHandoffs(tick uint64, owners map[string]string, now time.Time) {
 	for t, h := range c.handedTo {
-		switch {
-		case c.assign[t] != h.to:
+		switch o := owners[t]; {
+		case o == h.to:
 			delete(c.handedTo, t)
-		case tick > h.tick+handbackWindow:
+			delete(c.handbacks, h.to)
+		case o != "" && o != c.id:
 			delete(c.handedTo, t)
-			delete(c.handbacks, t)
-		}
-	}
-	for t, b := range c.handbacks {
-		if c.assign[t] != b.to {
-			delete(c.handbacks, t)
+			c.holdOff(t, h.to, now)
+		case tick > h.tick+handbackWindow || !c.targets[t]:
+			delete(c.handedTo, t)
 		}
 	}
 }
 
-// keepIfHandedBack keeps target's new lease from preferred when this
-// instance handed target to preferred within handbackWindow and has just
-// taken it back: preferred is live (it heartbeats) but did not take it, so
-// handing it over again at once would leave it unpolled again. The lease
-// is offered to preferred again after MinHold × 2^n, n being the number of
-// consecutive take-backs (at most maxKeepDoublings doublings): a preferred
-// instance that was only slow (a loaded machine, heartbeats failing for a
-// while) gets its target within a few holds, and one that never takes it
-// leaves it unpolled for a few ticks per doubled hold. c.mu is held.
-func (c *Coordinator) keepIfHandedBack(target, preferred string) {
-	h, ok := c.handedTo[target]
-	l := c.owned[target]
-	if !ok || h.to != preferred || l == nil {
+// tookBack is called when this instance acquired target as the backup of
+// preferred; c.mu is held. If it had handed target to preferred within
+// handbackWindow, preferred did not take it: it is held off.
+func (c *Coordinator) tookBack(target, preferred string, now time.Time) {
+	if h, ok := c.handedTo[target]; ok && h.to == preferred {
+		delete(c.handedTo, target)
+		c.holdOff(target, preferred, now)
+	}
+}
+
+// holdOff records that instance to did not take target, handed to it: no
+// target is released to it for MinHold × 2^n, n being the number of
+// consecutive times (at most maxKeepDoublings doublings). An instance
+// that was only slow (a loaded machine, heartbeats failing for a while)
+// gets its targets within a few holds; one that never takes them costs a
+// few unpolled ticks per doubled hold. Several handoffs that fail together
+// count once. c.mu is held.
+func (c *Coordinator) holdOff(target, to string, now time.Time) {
+	b := c.handbacks[to]
+	if now.Before(b.until) {
 		return
 	}
-	delete(c.handedTo, target) // taken back: not a handoff that went through
-	b := c.handbacks[target]
-	if b.to != preferred {
-		b = handback{to: preferred}
-	}
 	b.n++
-	c.handbacks[target] = b
 	hold := c.cfg.MinHold << min(b.n, maxKeepDoublings)
-	l.keepFor, l.keepUntil = preferred, l.since.Add(hold)
-	c.log.Warn("Preferred instance did not take a target it was handed: keeping it",
-		slog.String("target", target), slog.String("preferred", preferred),
+	b.until = now.Add(hold)
+	c.handbacks[to] = b
+	c.log.Warn("Instance did not take a target it was handed: no more handoffs to it for a while",
+		slog.String("target", target), slog.String("instance", to),
 		slog.Int("times", b.n), slog.Duration("for", hold))
 }
 
-// keptFrom reports whether l is kept from preferred at now.
-func (l *lease) keptFrom(preferred string, now time.Time) bool {
-	return l.keepFor == preferred && now.Before(l.keepUntil)
+// heldOff reports whether releases to instance are held off at now; c.mu
+// is held.
+func (c *Coordinator) heldOff(instance string, now time.Time) bool {
+	return now.Before(c.handbacks[instance].until)
 }

@@ -89,7 +89,7 @@ func Floor(targets, members int, loadFactor float64) int {
 // 1.2 every member is within ±20 % of the mean once there are at least 5
 // targets per member. It is deterministic: the order of the slices does
 // not matter, and duplicates count once. With no members it returns an
-// empty map.
+// empty map. It is AssignFrom with no current owners.
 //
 // Each member ranks the targets by its rendezvous score, and a pair
 // (member, target) weighs by the target's rank in that member's order, so
@@ -98,13 +98,30 @@ func Floor(targets, members int, loadFactor float64) int {
 // are granted greedily from the heaviest: a target goes to the member that
 // ranks it highest among those with room, room being Capacity, and, once
 // the targets left are only enough to bring the members below Floor up to
-// it, only those members. So a target leaves its first choice only for a
-// bound, a member joining takes mostly the targets that rank it first
-// (about targets/members of them), and a member leaving moves mostly its
-// own targets; TestAssignRandomFleets measures both over random fleets.
+// it, only those members.
 //
 // The cost is O(T·M·log(T·M)) for T targets and M members.
 func Assign(targets, members []string, loadFactor float64) map[string]string {
+	return AssignFrom(targets, members, nil, loadFactor)
+}
+
+// AssignFrom is Assign starting from the current owners (target → member):
+// each target stays with its owner while the owner is a member and within
+// the bounds, so the assignment moves only what the bounds make move.
+//   - A member over Capacity keeps the targets it scores highest and lets
+//     the others go.
+//   - When the targets let go and those without a live owner are too few
+//     to bring every member up to Floor (a member joined), the most loaded
+//     member gives up the target it scores lowest, one at a time, until
+//     they are enough.
+//   - Those targets are then granted as Assign grants all of them, the
+//     members' loads counting what they kept.
+//
+// So a member joining takes the fewest targets that bound it, Floor or the
+// excess over Capacity of the others, and a member leaving moves only its
+// own targets; an assignment within the bounds is its own result. Every
+// instance computes the same assignment from the same owners.
+func AssignFrom(targets, members []string, owners map[string]string, loadFactor float64) map[string]string {
 	members = dedup(members)
 	targets = dedup(targets)
 	out := make(map[string]string, len(targets))
@@ -113,9 +130,29 @@ func Assign(targets, members []string, loadFactor float64) map[string]string {
 	}
 	limit := Capacity(len(targets), len(members), loadFactor)
 	floor := Floor(len(targets), len(members), loadFactor)
+	held, pool := keep(targets, members, owners, limit)
 	load := make([]int, len(members))
-	deficit := floor * len(members) // targets the members below floor still need
-	q := preferences(targets, members)
+	deficit := 0 // targets the members below floor still need
+	for m, ts := range held {
+		load[m] = len(ts)
+		deficit += max(0, floor-len(ts))
+	}
+	for deficit > len(pool) {
+		// Never endless: with every member at or below floor, the
+		// pool already covers the deficit, since floor × members ≤
+		// targets.
+		pool = append(pool, donate(held, load))
+		deficit = 0
+		for _, l := range load {
+			deficit += max(0, floor-l)
+		}
+	}
+	for m, ts := range held {
+		for _, t := range ts {
+			out[t] = members[m]
+		}
+	}
+	q := preferences(pool, members)
 	heap.Init(&q)
 	for q.Len() > 0 {
 		c := q[0]
@@ -131,12 +168,61 @@ func Assign(targets, members []string, loadFactor float64) map[string]string {
 		}
 		// The member is full, or the targets left are owed to members
 		// below floor: the target falls to its next choice. There is
-		// always one, since limit × members ≥ targets and deficit > 0
+		// always one, since limit × members ≥ targets, and deficit > 0
 		// means some member is below floor.
 		c.next++
 		heap.Fix(&q, 0)
 	}
 	return out
+}
+
+// keep returns the targets each member (by index) keeps of those owners
+// gives it, at most limit, the ones it scores highest first, and the pool
+// of the others: targets without a live owner and those let go.
+func keep(targets, members []string, owners map[string]string, limit int) (held [][]string, pool []string) {
+	index := make(map[string]int, len(members))
+	for i, m := range members {
+		index[m] = i
+	}
+	held = make([][]string, len(members))
+	for _, t := range targets {
+		if m, ok := index[owners[t]]; ok {
+			held[m] = append(held[m], t)
+		} else {
+			pool = append(pool, t)
+		}
+	}
+	for m, ts := range held {
+		byScore(members[m], ts)
+		if len(ts) > limit {
+			pool = append(pool, ts[limit:]...)
+			held[m] = ts[:limit]
+		}
+	}
+	return held, pool
+}
+
+// donate takes a target from the most loaded member (the first in order
+// among equals): the one it scores lowest, held being sorted by byScore
+// and load counting it.
+func donate(held [][]string, load []int) string {
+	top := 0
+	for m := range load {
+		if load[m] > load[top] {
+			top = m
+		}
+	}
+	ts := held[top]
+	held[top] = ts[:len(ts)-1]
+	load[top]--
+	return ts[len(ts)-1]
+}
+
+// byScore sorts ts by member's score for them, highest first.
+func byScore(member string, ts []string) {
+	slices.SortFunc(ts, func(a, b string) int {
+		return cmp.Or(cmp.Compare(score(member, b), score(member, a)), cmp.Compare(a, b))
+	})
 }
 
 // preferences returns each target with the members in descending order of
