@@ -124,12 +124,17 @@
 //
 // # Membership
 //
-// A Provider is also a core.Membership, so polllease can track the live
-// instances of a service on one host: Register writes a small file
-// <dir>/membership/<group stem>/<id stem>.mem holding the registration's
-// expiry by this host's clock, Members lists the unexpired ones (and removes
-// the expired), Deregister removes one. A per-group lock file keeps readers
-// from seeing a file half written.
+// A Provider is also a core.Membership and a core.Announcer, so polllease
+// can track the live instances of a service on one host: Register writes a
+// small file <dir>/membership/<group stem>/<id stem>.mem holding the
+// registration's expiry by this host's clock, Members lists the unexpired
+// ones (and removes the expired), Deregister removes one. Announce also
+// writes the value to <id stem>.val beside it (or removes that for an empty
+// value) and reads back every member and value file, all under one hold of
+// the group's lock. A per-group lock file keeps readers from seeing a file
+// half written; a value file cut short by a crash, or left by a Register of
+// an older version, reads as empty. Member files keep the format of
+// versions without values: each version reads the other's.
 //
 // # Errors and cost
 //

@@ -23,16 +23,26 @@ import (
 //
 //	<dir>/membership/<group stem>.lock      serializes writers and readers
 //	<dir>/membership/<group stem>/<id stem>.mem
+//	<dir>/membership/<group stem>/<id stem>.val   only for a non-empty value
 //
 // A member file holds the registration's expiry (Unix nanoseconds, by this
-// host's clock) on its first line and the exact id after it.
+// host's clock) on its first line and the exact id after it, the format of
+// versions without values, which still read it. A value file is described
+// in announce.go.
 const membershipDir = "membership"
+
+// The extensions of member files and value files.
+const (
+	memExt = ".mem"
+	valExt = ".val"
+)
 
 var _ core.Membership = (*Provider)(nil)
 
-// Register adds id to group, or refreshes it, for ttl: Members lists it
-// until ttl has passed without another Register. It rewrites one small file
-// under the group's lock. Errors match core.ErrInvalidName for an empty or
+// Register adds id to group, or refreshes it, for ttl, with an empty value:
+// Members lists it until ttl has passed without another Register. It
+// rewrites one small file, and removes the member's value file, under the
+// group's lock. Errors match core.ErrInvalidName for an empty or
 // invalid group or id, core.ErrInvalidArgument for ttl ≤ 0, a nil context
 // or a directory that cannot hold files.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
@@ -44,15 +54,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	}
 	expiry := p.now().Add(ttl).UnixNano()
 	err := p.withGroup(ctx, group, false, func(dir string) error {
-		content := append(strconv.AppendInt(nil, expiry, 10), '\n')
-		content = append(content, id...)
-		err := writeMember(memberPath(dir, id), content)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err = os.MkdirAll(dir, dirPerm); err == nil {
-				err = writeMember(memberPath(dir, id), content)
-			}
-		}
-		return err
+		return writeRegistration(dir, id, expiry, nil)
 	})
 	if err != nil {
 		return kit.Wrap(backend, "register", group, fmt.Errorf("member %q: %w", id, err))
@@ -67,11 +69,7 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 		return err
 	}
 	err := p.withGroup(ctx, group, false, func(dir string) error {
-		err := os.Remove(memberPath(dir, id))
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return err
+		return removeFiles(memberPath(dir, id), valuePath(dir, id))
 	})
 	if err != nil {
 		return kit.Wrap(backend, "deregister", group, fmt.Errorf("member %q: %w", id, err))
@@ -80,35 +78,39 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 }
 
 // Members lists the live ids of group, sorted: one read of the group's
-// directory and of each member file, under the group's shared lock. Expired
-// registrations are not listed; Members removes their files.
+// directory and of each member file, under the group's shared lock, and
+// none of the value files. Expired registrations are not listed; Members
+// removes their files.
 func (p *Provider) Members(ctx context.Context, group string) ([]string, error) {
 	if err := p.memberArgs(ctx, "members", group); err != nil {
 		return nil, err
 	}
-	var live, expired []string
+	var live []core.Member
+	var garbage []string
 	err := p.withGroup(ctx, group, true, func(dir string) error {
 		var err error
-		live, expired, err = readMembers(dir, p.now())
+		live, garbage, err = readMembers(dir, p.now(), false)
 		return err
 	})
-	if err == nil && len(expired) > 0 {
+	if err == nil && len(garbage) > 0 {
 		// Sweep under the exclusive lock, checking again: the member may
 		// have registered since.
 		err = p.withGroup(ctx, group, false, func(dir string) error {
-			_, expired, err := readMembers(dir, p.now())
-			for _, path := range expired {
-				if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-					err = errors.Join(err, rerr)
-				}
+			_, garbage, err := readMembers(dir, p.now(), false)
+			if err != nil {
+				return err
 			}
-			return err
+			return removeFiles(garbage...)
 		})
 	}
 	if err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
-	return live, nil
+	ids := make([]string, len(live))
+	for i, m := range live {
+		ids[i] = m.ID
+	}
+	return ids, nil
 }
 
 func (p *Provider) memberArgs(ctx context.Context, op, group string, ids ...string) error {
@@ -163,24 +165,70 @@ func (p *Provider) withGroup(ctx context.Context, group string, shared bool, fn 
 	return classify(fn(dir))
 }
 
-// writeMember writes a member file in place. Readers hold the group's lock,
-// so they never see it half written.
-func writeMember(path string, content []byte) error {
+// writeRegistration writes id's member file with expiry, and its value
+// file, or removes that for an empty value, creating dir if it is missing.
+// The value file goes first, so a crash between the two leaves it stale.
+func writeRegistration(dir, id string, expiry int64, value []byte) error {
+	write := func() error {
+		val := valuePath(dir, id)
+		if len(value) == 0 {
+			if err := removeFiles(val); err != nil {
+				return err
+			}
+		} else if err := writeFile(val, valueHeader(expiry, len(value)), value); err != nil {
+			return err
+		}
+		content := append(strconv.AppendInt(nil, expiry, 10), '\n')
+		return writeFile(memberPath(dir, id), append(content, id...))
+	}
+	err := write()
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = os.MkdirAll(dir, dirPerm); err == nil {
+			err = write()
+		}
+	}
+	return err
+}
+
+// writeFile writes the concatenation of parts to path in place. Readers
+// hold the group's lock, so they never see it half written.
+func writeFile(path string, parts ...[]byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|oNoFollow, filePerm)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(content)
+	for _, b := range parts {
+		if _, err = f.Write(b); err != nil {
+			break
+		}
+	}
 	return errors.Join(err, f.Close())
 }
 
-func memberPath(dir, id string) string {
-	return filepath.Join(dir, fileStem(id)+".mem")
+// removeFiles removes the files at paths; absent ones are not an error.
+func removeFiles(paths ...string) error {
+	var err error
+	for _, path := range paths {
+		if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
 }
 
-// readMembers returns the sorted ids of the live members in dir and the
-// paths of the expired (or unreadable) member files.
-func readMembers(dir string, now time.Time) (live, expired []string, err error) {
+func memberPath(dir, id string) string {
+	return filepath.Join(dir, fileStem(id)+memExt)
+}
+
+func valuePath(dir, id string) string {
+	return filepath.Join(dir, fileStem(id)+valExt)
+}
+
+// readMembers returns the live members in dir sorted by ID, with their
+// values when values is set, and the paths of the files to sweep: member
+// files expired or unreadable, value files of no live member and, when
+// values is set, stale value files.
+func readMembers(dir string, now time.Time, values bool) (live []core.Member, garbage []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil
@@ -188,26 +236,47 @@ func readMembers(dir string, now time.Time) (live, expired []string, err error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	live = []string{}
+	names := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".mem") {
+		names[e.Name()] = true
+	}
+	live = []core.Member{}
+	for _, e := range entries {
+		stem, ok := strings.CutSuffix(e.Name(), memExt)
+		if !ok {
+			if stem, ok := strings.CutSuffix(e.Name(), valExt); ok && !names[stem+memExt] {
+				garbage = append(garbage, filepath.Join(dir, e.Name()))
+			}
 			continue
 		}
-		path := filepath.Join(dir, e.Name())
+		path, val := filepath.Join(dir, e.Name()), filepath.Join(dir, stem+valExt)
 		id, expiry, err := readMember(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue
 		case errors.Is(err, errBadMember) || (err == nil && !now.Before(expiry)):
-			expired = append(expired, path)
+			garbage = append(garbage, path)
+			if names[stem+valExt] {
+				garbage = append(garbage, val)
+			}
+			continue
 		case err != nil:
 			return nil, nil, err
-		default:
-			live = append(live, id)
 		}
+		m := core.Member{ID: id}
+		if values && names[stem+valExt] {
+			m.Value, err = readValue(val, expiry.UnixNano())
+			switch {
+			case errors.Is(err, errStaleValue):
+				garbage = append(garbage, val)
+			case err != nil && !errors.Is(err, fs.ErrNotExist):
+				return nil, nil, err
+			}
+		}
+		live = append(live, m)
 	}
-	slices.Sort(live)
-	return live, expired, nil
+	slices.SortFunc(live, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	return live, garbage, nil
 }
 
 var errBadMember = errors.New("malformed member file")

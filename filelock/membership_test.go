@@ -1,6 +1,7 @@
 package filelock
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -132,4 +133,96 @@ func TestMembershipConcurrent(t *testing.T) {
 	got, err := newProvider(t, dir).Members(ctx, "g")
 	require.NoError(t, err)
 	assert.Len(t, got, 12)
+}
+
+// Files written by a version without values, or cut short, read as an
+// empty value; value files of no live registration are swept.
+func TestAnnounceFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	p := newProvider(t, dir)
+	p.now = clock.now
+	gdir := filepath.Join(dir, membershipDir, fileStem("g"))
+	announce := func(id string, value []byte) map[string]string {
+		t.Helper()
+		ms, err := p.Announce(ctx, "g", id, time.Minute, value)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, m := range ms {
+			got[m.ID] = string(m.Value)
+		}
+		return got
+	}
+	exists := func(path string) bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}
+
+	// A member file as the previous version wrote it, with a value file
+	// that an Announce left before that version's Register rewrote it.
+	require.NoError(t, os.MkdirAll(gdir, 0o777))
+	expiry := clock.now().Add(time.Minute).UnixNano()
+	old := []byte(fmt.Sprint(expiry, "\nold"))
+	require.NoError(t, os.WriteFile(memberPath(gdir, "old"), old, 0o666))
+	require.NoError(t, os.WriteFile(valuePath(gdir, "old"), append(valueHeader(expiry-1, 5), "stale"...), 0o666))
+	assert.Equal(t, map[string]string{"old": "", "new": "v1"}, announce("new", []byte("v1")))
+	assert.False(t, exists(valuePath(gdir, "old")), "the stale value file is swept")
+
+	// A value file cut short by a crash.
+	require.NoError(t, os.Truncate(valuePath(gdir, "new"), int64(len(valueHeader(expiry, 2))+1)))
+	assert.Equal(t, map[string]string{"old": "", "new": ""}, announce("old", nil))
+	assert.False(t, exists(valuePath(gdir, "new")), "the short value file is swept")
+
+	// A value file without its member file (a crash between the writes
+	// of a first Announce) is swept by Members too.
+	require.NoError(t, os.WriteFile(valuePath(gdir, "orphan"), append(valueHeader(expiry, 1), 'x'), 0o666))
+	got, err := p.Members(ctx, "g")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"new", "old"}, got)
+	assert.False(t, exists(valuePath(gdir, "orphan")))
+
+	// Deregister and expiry remove the value file with the member file.
+	announce("new", []byte("v2"))
+	require.NoError(t, p.Deregister(ctx, "g", "new"))
+	assert.False(t, exists(valuePath(gdir, "new")))
+	announce("new", []byte("v3"))
+	clock.advance(time.Minute)
+	_, err = p.Members(ctx, "g")
+	require.NoError(t, err)
+	files, err := os.ReadDir(gdir)
+	require.NoError(t, err)
+	assert.Empty(t, files)
+}
+
+// A value being rewritten by one Provider is never listed half written by
+// another.
+func TestAnnounceConcurrent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	for i := range 4 {
+		p := newProvider(t, dir)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 20 {
+				// Each value is one repeated byte, its length set by it.
+				b := byte(i*20 + j)
+				value := bytes.Repeat([]byte{b}, 1000+int(b)*500)
+				ms, err := p.Announce(ctx, "g", fmt.Sprint("p", i), time.Hour, value)
+				if !assert.NoError(t, err) {
+					return
+				}
+				for _, m := range ms {
+					if !assert.NotEmpty(t, m.Value, m.ID) {
+						continue
+					}
+					want := bytes.Repeat(m.Value[:1], 1000+int(m.Value[0])*500)
+					assert.True(t, bytes.Equal(m.Value, want), "%s's value of %d bytes is torn", m.ID, len(m.Value))
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
