@@ -1,7 +1,7 @@
 // Package mysqllock is the MySQL and MariaDB backend of distlock: mutexes
 // and semaphores on user-level locks (GET_LOCK), with fencing tokens, a
-// handle whose context dies when the lock is lost, and core.Membership,
-// over database/sql with github.com/go-sql-driver/mysql.
+// handle whose context dies when the lock is lost, and core.Membership
+// and core.Announcer, over database/sql with github.com/go-sql-driver/mysql.
 //
 // # Locks and names
 //
@@ -157,8 +157,17 @@
 //
 // # Membership
 //
-// Provider implements core.Membership on a small table (WithMembersTable)
-// whose expiry uses the server's UTC_TIMESTAMP(6), for polllease.
+// Provider implements core.Membership and core.Announcer on a small table
+// (WithMembersTable), one row per member, whose expiry uses the server's
+// UTC_TIMESTAMP(6), for polllease. A member's announced value is kept in
+// the row's MEDIUMBLOB column; Register empties it. The statements are
+// prepared once per connection of the pool: Register, Deregister and
+// Members are one round trip each, Announce two (an upsert, then a read of
+// the group's other live members, whose values it returns; MySQL has no
+// statement that writes a row and lists a table). A table made by an
+// earlier version, without the value column, gets it on a Provider's first
+// call (ALTER TABLE, only when information_schema shows it missing); its
+// rows read as empty values.
 //
 // # Servers
 //

@@ -2,6 +2,8 @@ package mysqllock
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -37,4 +39,43 @@ func TestMembership(t *testing.T) {
 	got, err = p.Members(ctx, uniqueName(t, "empty"))
 	require.NoError(t, err)
 	require.Equal(t, []string{}, got)
+}
+
+// A members table made by the previous version has no value column: the
+// first call adds it, and rows registered before keep being listed, with
+// an empty value.
+func TestMembershipOldTable(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	table := fmt.Sprintf("distlock_members_old_%08x", rand.Uint32())
+	_, err := db.ExecContext(ctx, `CREATE TABLE `+table+` (grp VARBINARY(255), id VARBINARY(255),
+expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB`)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP TABLE `+table) })
+	g := uniqueName(t, "g")
+	_, err = db.ExecContext(ctx, `INSERT INTO `+table+` VALUES (?, 'old', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)`, g)
+	require.NoError(t, err)
+
+	p := newProvider(t, WithMembersTable(table))
+	got, err := p.Members(ctx, g)
+	require.NoError(t, err)
+	require.Equal(t, []string{"old"}, got)
+	require.NoError(t, p.Register(ctx, g, "a", time.Minute))
+	got, err = core.Heartbeat(ctx, p, g, "b", time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "old"}, got)
+	ms, err := p.Announce(ctx, g, "c", time.Minute, []byte{0, 'c'})
+	require.NoError(t, err)
+	require.Len(t, ms, 4)
+	for i, want := range []core.Member{{ID: "a"}, {ID: "b"}, {ID: "c", Value: []byte{0, 'c'}}, {ID: "old"}} {
+		require.Equal(t, want.ID, ms[i].ID)
+		require.Equal(t, string(want.Value), string(ms[i].Value), want.ID)
+	}
+	ms, err = newProvider(t, WithMembersTable(table)).Announce(ctx, g, "d", time.Minute, nil)
+	require.NoError(t, err)
+	require.Equal(t, []byte{0, 'c'}, ms[2].Value, "c's value, listed by another Provider")
+	require.NoError(t, p.Register(ctx, g, "c", time.Minute))
+	ms, err = p.Announce(ctx, g, "d", time.Minute, nil)
+	require.NoError(t, err)
+	require.Empty(t, ms[2].Value, "c's value after Register")
 }

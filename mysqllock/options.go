@@ -88,7 +88,11 @@ func WithFenceSequence(name string) Option {
 // first use:
 //
 //	CREATE TABLE distlock_members (grp VARBINARY(255), id VARBINARY(255),
-//	  expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB
+//	  expires_at DATETIME(6) NOT NULL, value MEDIUMBLOB, PRIMARY KEY (grp, id)) ENGINE=InnoDB
+//
+// A table without the value column (made by an earlier version) gets it
+// with ALTER TABLE ... ADD COLUMN on a Provider's first membership call,
+// which needs the ALTER privilege then.
 func WithMembersTable(name string) Option {
 	return func(o *options) { o.MembersTable = name }
 }

@@ -29,8 +29,9 @@ type Provider struct {
 	// sess holds the locks on pinned connections (conn.go).
 	sess *kit.Sessions[string, *session, struct{}]
 
-	fenceSetup   kit.Setup // the fence sequence or table exists
-	membersSetup kit.Setup // the members table exists
+	fenceSetup   kit.Setup   // the fence sequence or table exists
+	membersSetup kit.Setup   // the members table exists
+	memberStmts  memberStmts // prepared by membersSetup
 	seq          seqBlocks
 
 	// waits tracks the goroutines that KILL QUERY an abandoned wait.
@@ -43,6 +44,7 @@ type Provider struct {
 var (
 	_ core.Provider   = (*Provider)(nil)
 	_ core.Membership = (*Provider)(nil)
+	_ core.Announcer  = (*Provider)(nil)
 )
 
 // New returns a Provider on db, a *sql.DB of github.com/go-sql-driver/mysql
@@ -82,12 +84,14 @@ func New(db *sql.DB, opts ...Option) (*Provider, error) {
 // Close releases every lock the Provider holds (by closing its pinned
 // connections: the server frees a session's locks when it ends), cancels
 // every open handle's context with core.ErrLockLost, interrupts blocking
-// waits and stops the keepalive goroutine. Acquires after Close fail. It
-// does not close db.
+// waits, stops the keepalive goroutine and closes the membership
+// statements it prepared on db. Acquires and membership calls after Close
+// fail. It does not close db.
 func (p *Provider) Close() error {
 	p.closeOnce.Do(func() {
 		p.sess.Close()
 		p.waits.Wait()
+		p.memberStmts.close()
 		if p.owned {
 			p.closeErr = p.db.Close()
 		}

@@ -129,6 +129,14 @@
 //
 // # Membership
 //
-// Provider implements core.Membership on a small table (WithMembersTable)
-// whose expiry uses the server's now(), for polllease.
+// Provider implements core.Membership, core.Heartbeater and core.Announcer
+// on a small table (WithMembersTable), one row per member, whose expiry
+// uses the server's now(), for polllease. A member's announced value is
+// kept in the row's bytea column; Register and Heartbeat empty it. Every
+// call is one statement, one round trip: Heartbeat and Announce upsert the
+// member and list the group's live members in the same statement, and
+// Announce sends back the values of the other members only. A table made
+// by an earlier version, without the value column, gets it on a
+// Provider's first call (ALTER TABLE, which needs the table's owner); its
+// rows read as empty values.
 package pglock

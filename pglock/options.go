@@ -82,7 +82,11 @@ func WithFenceSequence(name string) Option {
 // WithMembersTable names the table that Membership uses (default
 // DefaultMembersTable), with the same rules as WithFenceTable:
 //
-//	CREATE TABLE distlock_members (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))
+//	CREATE TABLE distlock_members (grp text, id text, expires_at timestamptz NOT NULL, value bytea, PRIMARY KEY (grp, id))
+//
+// A table without the value column (made by an earlier version) gets it
+// with ALTER TABLE ... ADD COLUMN on a Provider's first membership call,
+// which needs the table's owner.
 func WithMembersTable(name string) Option {
 	return func(o *options) { o.MembersTable = name }
 }

@@ -50,6 +50,7 @@ type Provider struct {
 var _ core.Provider = (*Provider)(nil)
 var _ core.Membership = (*Provider)(nil)
 var _ core.Heartbeater = (*Provider)(nil)
+var _ core.Announcer = (*Provider)(nil)
 
 // New returns a Provider on pool. The pool serves the fence and membership
 // tables; the locks themselves live on a few connections the Provider opens
