@@ -170,15 +170,22 @@
 //
 // # Membership
 //
-// Register, Deregister and Members implement core.Membership (and Heartbeat
-// core.Heartbeater): a member is the key
-// "<prefix>members/<SafeName(group)>/<SafeName(id)>", attached to a lease
-// of its own with the member's ttl, granted by each Register (two round
-// trips; Heartbeat lists the group in the same transaction as the put). The
-// server deletes the key when the lease expires, so a member that stops
-// registering is dropped its ttl after its last Register, rounded up to
-// whole seconds (etcd's lease unit; at least the server's minimum lease),
-// plus up to 500 ms.
+// Register, Deregister and Members implement core.Membership, Heartbeat
+// core.Heartbeater and Announce core.Announcer: a member is the key
+// "<prefix>members/<SafeName(group)>/<SafeName(id)>", holding its id and,
+// after an Announce with a non-empty value, a 0xff byte and the value
+// (a key holding only the id, as earlier versions wrote, has an empty
+// value), attached to a lease of its own with the member's ttl, granted
+// by each Register, Heartbeat or Announce (two round trips: the grant,
+// then the put, with which Heartbeat and Announce list the group in one
+// transaction). The server deletes the key when the lease expires, so a
+// member that stops registering is dropped its ttl after its last
+// registration, rounded up to whole seconds (etcd's lease unit; at least
+// the server's minimum lease), plus up to 500 ms. etcd's request limit
+// (1.5 MiB by default) bounds an Announce's put, not its listing: that is
+// one response, bounded by the client's MaxCallRecvMsgSize (about 2 GiB
+// by default), so a group's values together are limited only by what the
+// server and client hold in memory.
 //
 // # A cluster
 //

@@ -21,8 +21,9 @@ const backend = "etcd"
 var ErrClosed = errors.New("etcdlock: provider closed")
 
 // Provider makes mutexes, reader-writer locks and semaphores on etcd, and
-// implements core.Membership. It is safe for concurrent use. Close it to
-// free everything it holds and stop its goroutines.
+// implements core.Membership, core.Heartbeater and core.Announcer. It is
+// safe for concurrent use. Close it to free everything it holds and stop
+// its goroutines.
 type Provider struct {
 	owned    *clientv3.Client // made by Open: Close closes it
 	probe    *kit.Probe       // nil without observers or a logger
@@ -65,6 +66,7 @@ var (
 	_ core.Provider    = (*Provider)(nil)
 	_ core.Membership  = (*Provider)(nil)
 	_ core.Heartbeater = (*Provider)(nil)
+	_ core.Announcer   = (*Provider)(nil)
 )
 
 // New returns a Provider on cli, which stays the caller's to close (after

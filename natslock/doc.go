@@ -98,9 +98,16 @@
 //
 // # Membership
 //
-// Register, Deregister and Members implement core.Membership over a second
-// bucket (default "<bucket>_members", TTL WithMemberMaxTTL): each member is
-// a key refreshed by Register; the server drops members not refreshed for
-// the bucket's TTL, and Members hides those older than the ttl they
-// registered with.
+// Register, Deregister and Members implement core.Membership, and Announce
+// core.Announcer, over a second bucket (default "<bucket>_members", TTL
+// WithMemberMaxTTL): each member is a key holding its id, ttl and announced
+// value in JSON (the value base64, left out when empty, so entries of
+// earlier versions read as an empty value), refreshed by Register or
+// Announce; the server drops members not refreshed for the bucket's TTL,
+// and the listings hide those older than the ttl they registered with.
+// Register and Deregister cost one round trip; Members two (a consumer
+// made and one fetch, up to 255 members; one more fetch per 256 beyond);
+// Announce the same two, its put sent alongside the consumer's creation.
+// Each member is one message, at most the server's max_payload (1 MiB by
+// default; a value of core.MaxMemberValue takes about 342 KiB).
 package natslock

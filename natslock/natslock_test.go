@@ -2,6 +2,7 @@ package natslock
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -298,6 +299,49 @@ func TestMembership(t *testing.T) {
 	}
 	require.NoError(t, p.Deregister(ctx, group, "b"))
 	require.NoError(t, p.Deregister(ctx, group+"-other", "c"))
+}
+
+// A member entry of an earlier version has no value: it is listed with an
+// empty one, and Announce and Register take it over. Register and an empty
+// Announce still write no value, as earlier versions did.
+func TestMemberOldFormat(t *testing.T) {
+	p := newProvider(t)
+	ctx := ctxT(t, 30*time.Second)
+	group := lockName(t)
+	kv, err := p.membersKV(ctx)
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, memberKey(group, "old"), []byte(`{"id":"old","ttl_ms":60000}`))
+	require.NoError(t, err)
+
+	ids, err := p.Members(ctx, group)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"old"}, ids)
+	ms, err := p.Announce(ctx, group, "new", time.Minute, []byte{0xff, 0})
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	assert.Equal(t, core.Member{ID: "new", Value: []byte{0xff, 0}}, ms[0])
+	assert.Equal(t, "old", ms[1].ID)
+	assert.Empty(t, ms[1].Value)
+	ms, err = p.Announce(ctx, group, "old", time.Minute, []byte("v"))
+	require.NoError(t, err)
+	assert.Equal(t, []core.Member{{ID: "new", Value: []byte{0xff, 0}}, {ID: "old", Value: []byte("v")}}, ms)
+
+	fields := func(id string) map[string]any {
+		t.Helper()
+		e, err := kv.Get(ctx, memberKey(group, id))
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(e.Value(), &m))
+		return m
+	}
+	require.NoError(t, p.Register(ctx, group, "old", time.Minute))
+	assert.NotContains(t, fields("old"), "value", "Register writes no value")
+	_, err = p.Announce(ctx, group, "new", time.Minute, nil)
+	require.NoError(t, err)
+	assert.NotContains(t, fields("new"), "value", "an empty Announce writes no value")
+	for _, id := range []string{"new", "old"} {
+		require.NoError(t, p.Deregister(ctx, group, id))
+	}
 }
 
 // The server restarted under a holder: the handle is lost within the trust

@@ -123,8 +123,9 @@ func WithLocalHandoff(max int, span time.Duration) Option {
 	return func(c *config) { c.handoff = kit.HandoffLimits{Max: max, Span: span} }
 }
 
-// Provider makes locks in one JetStream KV bucket. It is safe for concurrent
-// use. Close stops its lease keeper and watchers.
+// Provider makes locks in one JetStream KV bucket, and implements
+// core.Membership and core.Announcer in a second one. It is safe for
+// concurrent use. Close stops its lease keeper and watchers.
 type Provider struct {
 	cfg    config
 	js     jetstream.JetStream
@@ -156,6 +157,7 @@ type Provider struct {
 var (
 	_ core.Provider   = (*Provider)(nil)
 	_ core.Membership = (*Provider)(nil)
+	_ core.Announcer  = (*Provider)(nil)
 )
 
 // New returns a Provider over the KV bucket named by WithBucket, creating

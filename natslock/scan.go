@@ -31,7 +31,7 @@ type kvEntry struct {
 }
 
 // countLive counts the live (not deleted, not expired) keys matching
-// filter.
+// filter; a key written meanwhile may count twice (see scan).
 func (p *Provider) countLive(ctx context.Context, filter string) (int, error) {
 	n := 0
 	err := p.scan(ctx, p.kv, filter, true, func(kvEntry) { n++ })
@@ -39,7 +39,9 @@ func (p *Provider) countLive(ctx context.Context, filter string) (int, error) {
 }
 
 // scan calls fn with the latest live kvEntry of every key of kv matching
-// filter; with metaOnly the entries have no value.
+// filter; with metaOnly the entries have no value. A key written while the
+// scan runs may come twice (nats-server 2.9 can deliver such a write both
+// as the key's last entry and as a new message), the newer entry last.
 func (p *Provider) scan(ctx context.Context, kv jetstream.KeyValue, filter string, metaOnly bool, fn func(kvEntry)) error {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
