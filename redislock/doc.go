@@ -1,7 +1,8 @@
 // Package redislock is the distlock backend for a single Redis deployment (a
 // server, or a cluster through *redis.ClusterClient): mutexes, reader-writer
 // locks and semaphores with fencing tokens, lease renewal and event-driven
-// waiting, plus core.Membership for live-instance tracking.
+// waiting, plus core.Membership, core.Heartbeater and core.Announcer for
+// live-instance tracking.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	p, err := redislock.New(rdb, redislock.WithTTL(10*time.Second))
@@ -94,6 +95,23 @@
 // name its leader and polllease can confirm a lease on the store. The
 // identity travels in the grant's owner value. Semaphores and the read side
 // have many holders and do not implement it.
+//
+// # Membership
+//
+// The Provider implements core.Membership, core.Heartbeater and
+// core.Announcer. A group keeps two keys under its name's {hash tag}: a
+// sorted set of member ids scored by expiry on the server's clock, and a
+// hash of each id's value (byte for byte, behind an 8-byte stamp that only
+// redlock uses). Register, Heartbeat and Announce are one script call each,
+// one round trip: they purge the expired members with their values, write
+// the id's expiry and value (empty for Register and Heartbeat), and
+// Heartbeat lists the live ids, Announce the live ids with their values,
+// read after the write; Members is one script call, Deregister one. Both
+// keys live a TTL past the group's last registration. A group written by a
+// version that kept no values needs no migration: its ids are listed with
+// empty values until they announce, and while both versions run, a value
+// whose id an older Provider purged or deregistered is dropped at the next
+// registration.
 //
 // # Deployment
 //

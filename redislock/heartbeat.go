@@ -10,9 +10,9 @@ import (
 
 var _ core.Heartbeater = (*Provider)(nil)
 
-// Heartbeat registers id in group for ttl, as Register does, and lists the
-// live members of group, sorted, as Members does: one script call, so one
-// round trip, on the same key. The server's clock decides who is live, and
+// Heartbeat registers id in group for ttl, as Register does (with an empty
+// value), and lists the live members of group, sorted, as Members does: one
+// script call, so one round trip, on the same keys. The server's clock decides who is live, and
 // the list is taken after the registration, so it includes id. It
 // implements core.Heartbeater: polllease's reconcile tick heartbeats and
 // reads the members with it.

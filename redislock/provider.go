@@ -19,9 +19,9 @@ var errClosed = errors.New("redislock: provider closed")
 
 // Provider makes mutexes, reader-writer locks and semaphores on one Redis
 // deployment, renews the leases of the handles it grants and wakes its
-// waiters on releases. It implements core.Provider and core.Membership and
-// is safe for concurrent use. Make one per process and client, and Close it
-// when done.
+// waiters on releases. It implements core.Provider, core.Membership,
+// core.Heartbeater and core.Announcer and is safe for concurrent use. Make
+// one per process and client, and Close it when done.
 //
 // A Provider runs two long-lived goroutines: the lease keeper, while handles
 // are held past half a renew interval (all renewals that fall due together
@@ -46,6 +46,7 @@ type Provider struct {
 var (
 	_ core.Provider   = (*Provider)(nil)
 	_ core.Membership = (*Provider)(nil)
+	_ core.Announcer  = (*Provider)(nil)
 )
 
 // New returns a Provider over rdb (*redis.Client or *redis.ClusterClient).
@@ -135,13 +136,13 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	return p.locker(redisop.Lock{Kind: redisop.KindSemaphore, Name: name, Max: max})
 }
 
-// Register adds id to group, or refreshes it, for ttl; the server's clock
-// decides expiry. One round trip.
+// Register adds id to group, or refreshes it, for ttl, with an empty value;
+// the server's clock decides expiry. One round trip.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
 	return kit.Wrap(backend, "register", group, p.client.Register(ctx, group, id, ttl))
 }
 
-// Deregister removes id from group. One round trip.
+// Deregister removes id from group, with its value. One round trip.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	return kit.Wrap(backend, "deregister", group, p.client.Deregister(ctx, group, id))
 }

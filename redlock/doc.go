@@ -112,13 +112,43 @@
 //
 // # Membership and Inspector
 //
-// The Provider implements core.Membership (and core.Heartbeater) by the
-// same majority rule as its locks: a registration is sent to every server
-// and succeeds when a majority took it, and an id is live when a majority
-// of the N servers list it, each by its own clock, so polllease and
-// election run over RedLock as over one server. Mutexes and write sides
-// implement core.Inspector: Holder reports the grant a majority holds, with
-// the identity of its Provider (WithIdentity) and its token.
+// The Provider implements core.Membership, core.Heartbeater and
+// core.Announcer by the same majority rule as its locks: a registration is
+// sent to every server and succeeds when a majority took it, and an id is
+// live when a majority of the N servers list it, each by its own clock, so
+// polllease and election run over RedLock as over one server. Each server
+// keeps a group as redislock does (redisop's scripts): Register,
+// Heartbeat, Announce and Members cost one script call per server, in
+// parallel, one round trip; Announce writes the value with the
+// registration and reads every live member's value in the same call.
+//
+// A member's value is chosen among the servers that list it. Every
+// registration (Register and Heartbeat with an empty value, Announce with
+// its value) carries one stamp to every server: the Provider's clock in µs,
+// or its last stamp + 1 when that is larger. Of the entries the answering
+// servers hold for a live id, the value is:
+//
+//  1. the value (compared byte for byte) held by at least a majority of all
+//     N servers, when there is one (there can be only one);
+//  2. otherwise, the value of the entry with the largest stamp (among equal
+//     stamps, the larger value byte for byte).
+//
+// An Announce (or Register) that succeeded left its value on a majority,
+// and any two majorities share a server, so an older value cannot hold a
+// majority beside it: a stale value on a minority of servers never wins,
+// even when only a majority answered and the stale servers are most of
+// those (rule 1 counts all N, not the servers that answered). A newer
+// registration that reached only a minority (it failed) shows only where
+// no value holds a majority. Stamps from different Providers compare their
+// clocks: two processes announcing one id are ordered by their clocks, so
+// give each process its own id. A server takes every registration it
+// receives, whatever its stamp, so a request that lands after a later one
+// (a call that timed out on its way) writes the older value there until
+// the next registration.
+//
+// Mutexes and write sides implement core.Inspector: Holder reports the
+// grant a majority holds, with the identity of its Provider (WithIdentity)
+// and its token.
 //
 // # Semaphores
 //

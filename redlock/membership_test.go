@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/kit"
 	"github.com/distlock/distlock/redislock/redisop"
 	"github.com/distlock/distlock/redlock"
 )
@@ -101,6 +102,8 @@ func TestMembershipNeedsMajority(t *testing.T) {
 	require.Error(t, err)
 	_, err = p.Heartbeat(ctx, group, "a", time.Minute)
 	require.Error(t, err)
+	_, err = p.Announce(ctx, group, "a", time.Minute, []byte("v"))
+	require.Error(t, err)
 }
 
 // TestHolderTokenAmongLateCounters: a server holding the grant whose
@@ -165,4 +168,82 @@ func grantKeys(t testing.TB, clients []redis.UniversalClient, h core.Handle) loc
 		return true
 	}, 5*time.Second, time.Millisecond, "the grant did not reach every server")
 	return lockKeys{lock: key, counter: strings.TrimSuffix(key, "mutex") + "counter"}
+}
+
+// TestAnnounceValueRule: a live member's value is the one a majority of
+// all N servers hold, else the one with the latest stamp among the
+// answering servers, so a stale value on a minority never wins, even when
+// it is on most of the servers that answered.
+func TestAnnounceValueRule(t *testing.T) {
+	type entry struct {
+		stamp uint64
+		value string
+	}
+	cases := []struct {
+		name    string
+		entries [5]entry // on each server; a zero stamp: not registered there
+		answer  [5]bool
+		want    string
+	}{
+		{
+			name:    "a stale value on most of the answering servers loses",
+			entries: [5]entry{{200, "new"}, {200, "new"}, {200, "new"}, {100, "old"}, {100, "old"}},
+			answer:  [5]bool{false, false, true, true, true},
+			want:    "new",
+		},
+		{
+			name:    "a newer value on a minority loses to the majority's",
+			entries: [5]entry{{100, "settled"}, {100, "settled"}, {100, "settled"}, {200, "failed"}, {}},
+			answer:  [5]bool{true, true, true, true, true},
+			want:    "settled",
+		},
+		{
+			name:    "without a majority value, the latest stamp wins",
+			entries: [5]entry{{100, "x"}, {100, "x"}, {300, "y"}, {300, "y"}, {200, "z"}},
+			answer:  [5]bool{true, true, true, true, true},
+			want:    "y",
+		},
+		{
+			name:    "a value is compared byte for byte, whatever its stamps",
+			entries: [5]entry{{100, "same"}, {100, "same"}, {300, "same"}, {400, "other"}, {400, "other"}},
+			answer:  [5]bool{true, true, true, true, true},
+			want:    "same",
+		},
+	}
+	clients := sharedClients(t, 5)
+	ctx := context.Background()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			group := uniqueName(t)
+			base := redlock.DefaultPrefix + "{" + kit.SafeName(group) + "}:"
+			t.Cleanup(func() {
+				for _, c := range clients {
+					_ = c.Del(context.Background(), base+"members", base+"members:values").Err()
+				}
+			})
+			answering := make([]redis.UniversalClient, len(clients))
+			for i, c := range clients {
+				if e := tc.entries[i]; e.stamp != 0 {
+					op, err := redisop.NewClient(c, redlock.DefaultPrefix)
+					require.NoError(t, err)
+					_, err = op.WithStamp(e.stamp).Announce(ctx, group, "a", time.Minute, []byte(e.value))
+					require.NoError(t, err)
+				}
+				answering[i] = c
+				if !tc.answer[i] {
+					answering[i] = deadClient(t)
+				}
+			}
+			ms, err := newProvider(t, answering).Announce(ctx, group, "b", time.Minute, nil)
+			require.NoError(t, err)
+			require.Len(t, ms, 2)
+			assert.Equal(t, core.Member{ID: "a", Value: []byte(tc.want)}, ms[0])
+		})
+	}
+}
+
+func deadClient(t *testing.T) redis.UniversalClient {
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	return dead
 }

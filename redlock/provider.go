@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -16,8 +17,9 @@ import (
 const backend = "redlock"
 
 // Provider makes RedLock mutexes and reader-writer locks over N independent
-// Redis servers. It implements core.Provider and is safe for concurrent
-// use. Close it when done.
+// Redis servers. It implements core.Provider, core.Membership,
+// core.Heartbeater and core.Announcer and is safe for concurrent use. Close
+// it when done.
 type Provider struct {
 	servers []server
 	quorum  int
@@ -32,6 +34,8 @@ type Provider struct {
 	stopBg context.CancelFunc
 	work   *workers     // runs the per-server calls; its goroutines are in bg
 	owned  func() error // closes the clients Open made; nil after New
+
+	stamp atomic.Uint64 // the last membership stamp (membership.go)
 }
 
 type server struct {

@@ -22,8 +22,10 @@ import (
 // followed by "mutex" (holder and token), "mutex:q", "mutex:qx" and
 // "mutex:qt" (the mutex wait queue), "rw:w" (writer), "rw:r" (readers, a
 // sorted set), "rw:wait" (writer-waiting marker), "sem" (semaphore holders,
-// a sorted set) or "fence" (last token of the RW lock and semaphore). The
-// {hash tag} puts all keys of a name in one Redis Cluster slot. Every key
+// a sorted set) or "fence" (last token of the RW lock and semaphore); a
+// membership group named N under "members" (ids by expiry) and
+// "members:values" (their stamps and values). The {hash tag} puts all keys
+// of a name in one Redis Cluster slot. Every key
 // carries a TTL and releases delete what they can: no key outlives the last
 // grant of a name by more than a TTL, and a name nobody holds or waits for
 // has no keys at all, with one exception: under replica acknowledgment
@@ -40,6 +42,8 @@ type Client struct {
 	tickets              bool // RedLock waiters in ticket order (WithTicketInbox)
 
 	ack replicaAck // n == 0: grants are not confirmed by replicas
+
+	stamp uint64 // recorded with membership registrations (WithStamp)
 }
 
 // NewClient returns a Client on rdb whose keys start with prefix. It does no

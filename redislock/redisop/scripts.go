@@ -29,6 +29,8 @@ var (
 	scriptMemberRegister = load("member_register")
 	scriptMemberList     = load("member_list")
 	scriptHeartbeat      = load("member_heartbeat")
+	scriptMemberAnnounce = load("member_announce")
+	scriptDeregister     = load("member_deregister")
 	scriptMutexSpare     = load("mutex_spare")
 )
 

@@ -156,3 +156,31 @@ local function dequeue(q, qx, qt, owner)
   redis.call('HDEL', qt, owner)
 end
 
+-- Membership: a group's zset maps each member id to its expiry (ms), and
+-- its values hash maps the id to its entry: an 8-byte big-endian stamp
+-- followed by the value's bytes. Every registration writes both, so the
+-- hash holds exactly the zset's ids; a zset written by a version that kept
+-- no values has ids without an entry, listed with an empty value.
+
+-- enroll purges the expired members of a group, with their entries, then
+-- registers id until ms + ttl with entry. Entries left without a member by
+-- a version that kept no values (its purge or Deregister dropped the id
+-- alone) show as a hash longer than the zset and are dropped too.
+local function enroll(zset, vals, ms, id, ttl, entry)
+  local gone = redis.call('ZRANGEBYSCORE', zset, '-inf', ms)
+  for _, g in ipairs(gone) do
+    redis.call('HDEL', vals, g)
+  end
+  redis.call('ZREMRANGEBYSCORE', zset, '-inf', ms)
+  redis.call('ZADD', zset, ms + tonumber(ttl), id)
+  redis.call('HSET', vals, id, entry)
+  if redis.call('HLEN', vals) > redis.call('ZCARD', zset) then
+    for _, g in ipairs(redis.call('HKEYS', vals)) do
+      if not redis.call('ZSCORE', zset, g) then
+        redis.call('HDEL', vals, g)
+      end
+    end
+  end
+  stretch(zset, ttl)
+  stretch(vals, ttl)
+end

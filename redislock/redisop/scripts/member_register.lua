@@ -1,7 +1,7 @@
--- Registers or refreshes a live member of a group.
--- KEYS[1] group zset (id -> expiry ms); ARGV[1] id, ARGV[2] ttl ms
+-- Registers or refreshes a live member of a group, with its entry, by the
+-- server's clock.
+-- KEYS[1] group zset (id -> expiry ms), KEYS[2] group values hash (id ->
+-- entry); ARGV[1] id, ARGV[2] ttl ms, ARGV[3] entry (8-byte stamp, value)
 local us, ms = now()
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms)
-redis.call('ZADD', KEYS[1], ms + tonumber(ARGV[2]), ARGV[1])
-stretch(KEYS[1], ARGV[2])
+enroll(KEYS[1], KEYS[2], ms, ARGV[1], ARGV[2], ARGV[3])
 return 1
