@@ -24,24 +24,39 @@
 //     twice.
 //   - Reconcile: every ReconcileInterval (5 s, jittered by ±20 % so
 //     instances do not tick together) it heartbeats and lists the live
-//     members in one call (core.Heartbeat), re-reads the targets
-//     (Config.Targets), and computes the assignment: rendezvous (highest
-//     random weight) hashing of each target over the members, with the
-//     load bounded on both sides: every instance is assigned between 0.8
-//     and 1.2 × targets / instances (±20 % of the mean) once there are at
-//     least 5 targets per instance (see Assign, Capacity and Floor). The
-//     assignment is what is desired; ownership only changes
-//     through leases: it tries the leases of the targets it is preferred
-//     for every tick until it holds them; a target whose preferred instance
+//     members in one call, re-reads the targets (Config.Targets), and
+//     computes the assignment, with the load bounded on both sides: every
+//     instance is assigned between 0.8 and 1.2 × targets / instances
+//     (±20 % of the mean) once there are at least 5 targets per instance
+//     (see Capacity and Floor).
+//     Where the Membership is a core.Announcer (every bundled backend), the
+//     heartbeat announces the targets this instance holds with their
+//     fencing tokens (8 bytes of hash and a varint token each), and the
+//     assignment starts from the holders the announcements name
+//     (AssignFrom): a target stays with its holder while the holder is
+//     live and within the bounds, so a joining instance takes the fewest
+//     targets that bound the loads (Floor, or the others' excess over
+//     Capacity, whichever is more) and a leaving one moves only its own.
+//     Where two announcements name a target, the higher token wins; an
+//     instance counts what it holds as its own. Other Memberships list
+//     members only (core.Heartbeat), and the assignment is then Assign's:
+//     rendezvous (highest random weight) hashing of each target over the
+//     members, stateless, so a join can move up to 2.2 × targets /
+//     instances where there are fewer than 40 targets per instance.
+//     The assignment is what is desired; ownership only changes
+//     through leases: it tries the leases of the targets assigned to it
+//     every tick until it holds them; a target whose assigned instance
 //     has not taken it within two ticks is taken by its second choice (the
 //     "backup", next in rendezvous order), so no target stays unpolled when
 //     instances disagree about who is live or one of them is live but not
-//     polling; it releases a target it is not preferred for only after
+//     polling; it releases a target assigned elsewhere only after
 //     holding it MinHold (30 s), only after its poller has stopped, and at
 //     most max(1, 10 % of what it owns) per tick, so rebalancing converges
-//     without flapping (a target handed to a preferred instance that did
-//     not take it is taken back and kept for 2 × MinHold, then offered
-//     again, the hold doubling with each take-back up to 32 × MinHold); it
+//     without flapping. An instance that sees a target it handed over
+//     taken by another than the one it was handed to (or takes it back
+//     itself) hands nothing more to that one for 2 × MinHold, the hold
+//     doubling each time in a row up to 32 × MinHold, so a live instance
+//     that does not poll costs a few unpolled ticks per hold. It
 //     releases at once the targets that left the set; it never takes a
 //     lease someone holds.
 //   - Poll: each owned target has its own loop that calls Config.Poll every
@@ -61,8 +76,9 @@
 // leases of one Provider together, in one round trip per interval on Redis
 // (kit.Keeper); on Postgres a lease lives as long as its connection, which
 // one keepalive per connection checks, however many leases it holds. The
-// heartbeat and the member listing of a tick are one round trip on backends
-// that implement core.Heartbeater (redislock, pglock), two on the others.
+// heartbeat, announcement and member listing of a tick are one round trip
+// on redislock and pglock (one per server on redlock), two on mysqllock,
+// natslock and etcdlock.
 // So with the defaults an instance's steady-state cost on Redis is 2 round
 // trips per 5 s whatever the number of targets, one renewal and one
 // heartbeat with listing, plus a backup's rare check of the targets it
@@ -175,8 +191,8 @@
 //	Poll failed           Warn          instance, target, token, error
 //	Lease acquire failed  Warn          instance, target, error (the store failed, not busy)
 //	Lease release failed… Warn          instance, target, token, error (it expires by its TTL)
-//	Preferred instance…   Warn          instance, target, preferred, times, for (a target
-//	                                    handed to an instance that did not take it, kept)
+//	Handoffs held off…    Warn          instance, target, recipient, times, for (a target
+//	                                    handed to recipient was not taken by it)
 //	Target ignored        Warn          instance, target, error (not valid UTF-8, empty)
 //
 // The attribute named target above is named by Config.TargetKey: set it to

@@ -111,8 +111,8 @@ func (c *Coordinator) holdOff(target, to string, now time.Time) {
 	hold := c.cfg.MinHold << min(b.n, maxKeepDoublings)
 	b.until = now.Add(hold)
 	c.handbacks[to] = b
-	c.log.Warn("Instance did not take a target it was handed: no more handoffs to it for a while",
-		slog.String("target", target), slog.String("instance", to),
+	c.log.Warn("Handoffs held off: an instance did not take a target it was handed",
+		slog.String("target", target), slog.String("recipient", to),
 		slog.Int("times", b.n), slog.Duration("for", hold))
 }
 
