@@ -139,17 +139,9 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 	child := &freezeChild{held: map[string]uint64{}}
 	go child.read(self.lines)
 
-	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share, polls in flight", plWait, func() bool {
-		assign := polllease.Assign(plTargets(n), members, polllease.DefaultLoadFactor)
 		held, inFlight := child.state()
-		want := 0
-		for _, tg := range plTargets(n) {
-			if assign[tg] == "child" {
-				want++
-			}
-		}
-		return len(held) == want && inFlight > 0
+		return f.childShare(n, len(held)) && inFlight > 0
 	})
 	require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
 	stoppedAt := time.Now()

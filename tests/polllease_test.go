@@ -218,41 +218,55 @@ func (f *plFleet) node(id string) *plNode {
 // the fleet.
 func (f *plFleet) covered() bool { return f.Covered(*f.targets.Load()) }
 
-// balanced reports whether every target is held by the instance Assign
-// picks among members.
+// balanced reports whether every target is held by exactly one of members
+// and each of them holds between Floor and Capacity targets: the
+// assignment from the current holders then moves nothing.
 func (f *plFleet) balanced(members []string) bool {
-	assign := polllease.Assign(*f.targets.Load(), members, polllease.DefaultLoadFactor)
-	own := f.Owners()
-	for _, t := range *f.targets.Load() {
-		if len(own[t]) != 1 || own[t][0] != assign[t] {
-			return false
-		}
-	}
-	return true
+	return f.imbalance(members) == ""
 }
 
-// imbalance describes how the fleet's holdings differ from Assign among
+// imbalance describes how the fleet's holdings are not balanced among
 // members: targets nobody polls, targets polled by two instances, and
-// targets held by another instance than their assignee (the first few
-// named).
+// members outside [Floor, Capacity]; "" when they are balanced.
 func (f *plFleet) imbalance(members []string) string {
 	targets := *f.targets.Load()
-	assign := polllease.Assign(targets, members, polllease.DefaultLoadFactor)
 	own := f.Owners()
 	var unpolled, twice int
-	var wrong []string
+	load := map[string]int{}
 	for _, t := range targets {
 		switch ids := own[t]; {
 		case len(ids) == 0:
 			unpolled++
 		case len(ids) > 1:
 			twice++
-		case ids[0] != assign[t]:
-			wrong = append(wrong, fmt.Sprintf("%s held by %s, assigned to %s", t, ids[0], assign[t]))
+		default:
+			load[ids[0]]++
 		}
 	}
-	return fmt.Sprintf("%d targets unpolled, %d polled twice, %d held by another instance than their assignee %q; %d leases lost so far",
-		unpolled, twice, len(wrong), wrong[:min(len(wrong), 5)], len(f.eventsSince(polllease.EventLost, time.Time{})))
+	floor := polllease.Floor(len(targets), len(members), polllease.DefaultLoadFactor)
+	limit := polllease.Capacity(len(targets), len(members), polllease.DefaultLoadFactor)
+	var off []string
+	for _, m := range members {
+		if load[m] < floor || load[m] > limit {
+			off = append(off, fmt.Sprintf("%s holds %d", m, load[m]))
+		}
+	}
+	if unpolled == 0 && twice == 0 && len(off) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d targets unpolled, %d polled twice, %d members outside [%d, %d] %q; %d leases lost so far",
+		unpolled, twice, len(off), floor, limit, off, len(f.eventsSince(polllease.EventLost, time.Time{})))
+}
+
+// holders returns the holder of each target held by exactly one instance.
+func (f *plFleet) holders() map[string]string {
+	out := map[string]string{}
+	for t, ids := range f.Owners() {
+		if len(ids) == 1 {
+			out[t] = ids[0]
+		}
+	}
+	return out
 }
 
 // waitBalanced waits up to plWait for f.balanced(members) and returns how
@@ -350,35 +364,43 @@ func TestPollLeaseRedisBalance(t *testing.T) {
 			const edgeNoise = 0.5
 			assert.LessOrEqual(t, pipes+singles, 2.0+edgeNoise, "one renewal pipeline and one heartbeat with listing per interval")
 
-			// A join moves about targets/11 targets: the fleet goes from
-			// the plan over 10 members (Assign) to the plan over 11, and
-			// waitBalanced checks that it holds each. The moves are the
-			// plans' difference; the churn on the way (acquisitions,
-			// leases a loaded machine lost) is logged.
+			// A join moves the fewest targets that bound the loads: the
+			// joiner's Floor, or the others' excess over Capacity. The
+			// moves are counted between the holders before and after;
+			// the churn on the way (acquisitions, leases a loaded
+			// machine lost) is logged.
 			f.waitBalanced(t, "balanced before the join", members)
-			plan := polllease.Assign(targets, members, polllease.DefaultLoadFactor)
+			prev := f.holders()
 			joinAt := time.Now()
 			f.start("inst-10")
 			members = f.IDs()
 			took = f.waitBalanced(t, "balanced after a join", members)
 			balancedAt := time.Now()
-			owners := polllease.Assign(targets, members, polllease.DefaultLoadFactor)
-			moved := 0
+			owners := f.holders()
+			moved, excess, prevLoad := 0, 0, map[string]int{}
+			for _, id := range prev {
+				prevLoad[id]++
+			}
+			limit = polllease.Capacity(n, 11, polllease.DefaultLoadFactor)
+			for _, l := range prevLoad {
+				excess += max(0, l-limit)
+			}
 			for tg, id := range owners {
-				if plan[tg] != id {
+				if prev[tg] != id {
 					moved++
 				}
 			}
-			t.Logf("join: converged in %v, %d targets moved (minimum %.1f), %d acquisitions, %d leases lost", took.Round(time.Millisecond),
-				moved, float64(n)/11, len(f.eventsSince(polllease.EventAcquired, joinAt)), len(f.eventsSince(polllease.EventLost, joinAt)))
-			assert.LessOrEqual(t, float64(moved), 1.3*float64(n)/11)
+			minimum := max(polllease.Floor(n, 11, polllease.DefaultLoadFactor), excess)
+			t.Logf("join: converged in %v, %d targets moved (minimum %d; targets/11 = %.1f), %d acquisitions, %d leases lost", took.Round(time.Millisecond),
+				moved, minimum, float64(n)/11, len(f.eventsSince(polllease.EventAcquired, joinAt)), len(f.eventsSince(polllease.EventLost, joinAt)))
+			assert.LessOrEqual(t, float64(moved), 1.3*float64(minimum))
 			plGracefulStop(t, f, owners, balancedAt)
 		})
 	}
 }
 
-// plGracefulStop stops inst-03 of f, which holds owners (a plan over its
-// members) since balancedAt. The stop releases inst-03's leases, so the
+// plGracefulStop stops inst-03 of f, whose instances hold owners since
+// balancedAt. The stop releases inst-03's leases, so the
 // others take its targets at their next tick instead of after the leases'
 // expiry, and the others' targets stay where they are. The time to cover
 // is measured, not bounded: a loaded machine stretches ticks. A target
@@ -536,20 +558,34 @@ func TestPollLeaseRedisCrash(t *testing.T) {
 // plWaitChildShare waits until the child process holds the targets
 // assigned to it and the fleet every other target.
 func plWaitChildShare(t *testing.T, f *plFleet, n int, childOwns *atomic.Int64) {
-	members := append(f.IDs(), "child")
 	plWaitFor(t, "child holds its share", plWait, func() bool {
-		assign := polllease.Assign(plTargets(n), members, polllease.DefaultLoadFactor)
-		own := f.Owners()
-		for _, tg := range plTargets(n) {
-			if assign[tg] != "child" && (len(own[tg]) != 1 || own[tg][0] != assign[tg]) {
-				return false
-			}
-			if assign[tg] == "child" && len(own[tg]) != 0 {
-				return false
-			}
-		}
-		return childOwns.Load() > 0
+		return f.childShare(n, int(childOwns.Load()))
 	})
+}
+
+// childShare reports whether the fleet's instances and a child process
+// holding childHeld of the n targets are balanced: each of the fleet's
+// holds between Floor and Capacity targets, none held twice, and the child
+// holds the rest, at least Floor.
+func (f *plFleet) childShare(n, childHeld int) bool {
+	members := len(f.IDs()) + 1
+	floor := polllease.Floor(n, members, polllease.DefaultLoadFactor)
+	limit := polllease.Capacity(n, members, polllease.DefaultLoadFactor)
+	held := 0
+	load := map[string]int{}
+	for _, ids := range f.Owners() {
+		if len(ids) != 1 {
+			return false
+		}
+		held++
+		load[ids[0]]++
+	}
+	for _, id := range f.IDs() {
+		if load[id] < floor || load[id] > limit {
+			return false
+		}
+	}
+	return childHeld >= floor && childHeld == n-held
 }
 
 // plStartRedis runs a redis-server of the test's own on a free loopback
