@@ -150,3 +150,14 @@ func BenchmarkAssign(b *testing.B) {
 		Assign(targets, members, DefaultLoadFactor)
 	}
 }
+
+// BenchmarkAssignFrom: a tick's assignment from the owners after an 11th
+// member joined 10 × 1,000 (its pool is the joiner's share).
+func BenchmarkAssignFrom(b *testing.B) {
+	targets, members := names("t", 1000), names("m", 10)
+	owners := Assign(targets, members, DefaultLoadFactor)
+	joined := append(members, "m10")
+	for b.Loop() {
+		AssignFrom(targets, joined, owners, DefaultLoadFactor)
+	}
+}
