@@ -17,6 +17,11 @@ type probe struct {
 	preferred string // the preferred owner when the probe state began
 	since     uint64 // the tick it began
 	next      uint64 // the first tick at which to try again
+	// unowned is the tick since which no announcement names a holder of
+	// the target (0 while one does, or without announcements), and
+	// rescued that its backup tried it once in that spell.
+	unowned uint64
+	rescued bool
 }
 
 // Pacing of the attempts on targets this instance does not hold. A target
@@ -57,15 +62,16 @@ func (c *Coordinator) plan(targets map[string]bool, members []string, owners, as
 	if !slices.Equal(members, c.members) {
 		clear(c.probes)
 	}
+	prev := c.assign
 	c.targets, c.members, c.assign = targets, members, assign
+	c.settleHandoffs(p.tick, owners, prev, now)
 	p.removed, p.rebalance = c.pickReleases(now)
-	p.acquire, p.backups = c.pickAttempts(p.tick)
+	p.acquire, p.backups = c.pickAttempts(p.tick, owners)
 	for t := range c.probes {
 		if !targets[t] {
 			delete(c.probes, t)
 		}
 	}
-	c.settleHandoffs(p.tick, owners, now)
 	for _, l := range p.removed {
 		c.detach(l)
 	}
@@ -78,8 +84,9 @@ func (c *Coordinator) plan(targets map[string]bool, members []string, owners, as
 
 // pickAttempts returns the targets of the current assignment this
 // instance does not hold and tries at tick, paced by their probes, and how
-// many targets it backs up; c.mu is held.
-func (c *Coordinator) pickAttempts(tick uint64) (acquire []string, backups int) {
+// many targets it backs up; owners are the holders the announcements name
+// (nil without announcements). c.mu is held.
+func (c *Coordinator) pickAttempts(tick uint64, owners map[string]string) (acquire []string, backups int) {
 	for t, pref := range c.assign {
 		isBackup := pref != c.id && backup(t, pref, c.members) == c.id
 		if isBackup {
@@ -95,6 +102,20 @@ func (c *Coordinator) pickAttempts(tick uint64) (acquire []string, backups int) 
 			c.probes[t] = p
 		}
 		switch {
+		case owners == nil || owners[t] != "":
+			p.unowned, p.rescued = 0, false
+		case p.unowned == 0:
+			p.unowned = tick
+		}
+		switch {
+		case isBackup && p.unowned != 0 && !p.rescued && tick >= p.unowned+backupGrace:
+			// Nobody has announced it for backupGrace ticks: its
+			// assignee is not taking it, whatever the pacing says
+			// (a holder released it to an instance that does not
+			// poll). Once a spell: a holder that announces nothing
+			// (an older version) is left to the pacing.
+			p.rescued = true
+			acquire = append(acquire, t)
 		case tick < p.next:
 		case pref == c.id:
 			acquire = append(acquire, t)

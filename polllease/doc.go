@@ -53,10 +53,13 @@
 //     holding it MinHold (30 s), only after its poller has stopped, and at
 //     most max(1, 10 % of what it owns) per tick, so rebalancing converges
 //     without flapping. An instance that sees a target it handed over
-//     taken by another than the one it was handed to (or takes it back
-//     itself) hands nothing more to that one for 2 × MinHold, the hold
-//     doubling each time in a row up to 32 × MinHold, so a live instance
-//     that does not poll costs a few unpolled ticks per hold. It
+//     taken by the recipient's backup while it was still assigned to the
+//     recipient (or takes it back itself) hands nothing more to the
+//     recipient for 2 × MinHold, the hold doubling each time in a row up
+//     to 32 × MinHold; and a target no announcement names for two ticks
+//     is tried by its backup at once, however its earlier attempts were
+//     paced, so a live instance that does not poll costs a few unpolled
+//     ticks per hold. It
 //     releases at once the targets that left the set; it never takes a
 //     lease someone holds.
 //   - Poll: each owned target has its own loop that calls Config.Poll every

@@ -11,7 +11,7 @@ import (
 // itself, as its backup) within this many ticks was not taken by that
 // instance, which therefore is not taking what it is handed; this instance
 // then holds its releases to it off (see heldOff).
-const handbackWindow = backupGrace + 2
+const handbackWindow = backupGrace + 4
 
 // maxKeepDoublings caps the hold-off of an instance that did not take what
 // it was handed: MinHold × 2^n after the n-th consecutive time, at most
@@ -65,22 +65,32 @@ func (c *Coordinator) handOff(target string, tick uint64) {
 
 // settleHandoffs learns, at tick, what became of the targets released to
 // rebalance, from owners (the holders the announcements name; nil where
-// the Membership announces nothing): one its recipient holds went through,
-// which ends the recipient's hold-off; one another instance holds was not
-// taken, which holds the recipient off (a take-back by this instance is
-// seen in attempted). Handoffs older than handbackWindow are forgotten.
-// c.mu is held.
-func (c *Coordinator) settleHandoffs(tick uint64, owners map[string]string, now time.Time) {
+// the Membership announces nothing) and prev, the assignment of the tick
+// before: one its recipient holds went through, which ends the recipient's
+// hold-off; one the recipient's backup holds, taken while it was still
+// assigned to the recipient, was not taken by it, which holds the
+// recipient off (a take-back by this instance is seen in attempted). A
+// handoff whose target another instance holds or is now assigned
+// elsewhere says nothing of its recipient; those and handoffs older than
+// handbackWindow are forgotten. Hold-offs of instances that left are
+// forgotten too. c.mu is held.
+func (c *Coordinator) settleHandoffs(tick uint64, owners, prev map[string]string, now time.Time) {
 	for t, h := range c.handedTo {
-		switch o := owners[t]; {
+		o := owners[t]
+		switch {
 		case o == h.to:
 			delete(c.handedTo, t)
 			delete(c.handbacks, h.to)
-		case o != "" && o != c.id:
+		case o != "" && o != c.id && prev[t] == h.to && o == backup(t, h.to, c.members):
 			delete(c.handedTo, t)
 			c.holdOff(t, h.to, now)
-		case tick > h.tick+handbackWindow || !c.targets[t]:
+		case o != "" || c.assign[t] != h.to || tick > h.tick+handbackWindow || !c.targets[t]:
 			delete(c.handedTo, t)
+		}
+	}
+	for m := range c.handbacks {
+		if !slices.Contains(c.members, m) {
+			delete(c.handbacks, m)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package polllease
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -94,4 +95,77 @@ func TestSlowPreferredInstanceGetsItsTargets(t *testing.T) {
 	})
 	active.Store(true)
 	waitFor(t, "balanced", 30*time.Second, f.balanced)
+}
+
+// TestBackupRescuesUnannouncedTarget: a target assigned to an instance
+// that does not take it, and that no announcement names for backupGrace
+// ticks, is tried by its backup whatever the pacing of its earlier
+// attempts says, once a spell; an announced holder ends the spell.
+func TestBackupRescuesUnannouncedTarget(t *testing.T) {
+	members := []string{"a", "b", "lazy"}
+	target := ""
+	for _, tg := range targetNames(50) {
+		if backup(tg, "lazy", members) == "b" {
+			target = tg
+			break
+		}
+	}
+	require.NotEmpty(t, target)
+	c, err := New(Config{Provider: newMemProvider(t, newMemStore(), "b", testLeaseTTL), Membership: newMemProvider(t, newMemStore(), "b", testLeaseTTL),
+		InstanceID: "b", Targets: func(context.Context) ([]string, error) { return nil, nil }, Poll: func(context.Context, string, uint64) error { return nil }})
+	require.NoError(t, err)
+	c.members, c.assign = members, map[string]string{target: "lazy"}
+	// An earlier attempt found it held and paced the next one far off.
+	c.probes[target] = &probe{preferred: "lazy", since: 1, next: 1000}
+	tries := func(tick uint64, owners map[string]string) bool {
+		acquire, _ := c.pickAttempts(tick, owners)
+		return slices.Contains(acquire, target)
+	}
+	held := map[string]string{target: "a"}
+	assert.False(t, tries(10, held), "held by a: paced")
+	assert.False(t, tries(11, map[string]string{}), "unannounced for no tick yet")
+	assert.False(t, tries(12, map[string]string{}), "unannounced for one tick")
+	assert.True(t, tries(13, map[string]string{}), "unannounced for backupGrace ticks: rescued")
+	assert.False(t, tries(14, map[string]string{}), "once a spell")
+	assert.False(t, tries(15, held), "announced again: the spell ends")
+	assert.False(t, tries(16, map[string]string{}))
+	assert.True(t, tries(18, map[string]string{}), "a new spell")
+	assert.False(t, tries(19, nil), "no announcements: the pacing alone")
+}
+
+// TestSettleHandoffs: a target handed to j and then held by j's backup,
+// while still assigned to j, holds j off; held by another instance, or by
+// the backup after the assignment moved it elsewhere, it says nothing of
+// j; held by j, it ends j's hold-off.
+func TestSettleHandoffs(t *testing.T) {
+	members := []string{"a", "b", "c", "j"}
+	c, err := New(Config{Provider: newMemProvider(t, newMemStore(), "a", testLeaseTTL), Membership: newMemProvider(t, newMemStore(), "a", testLeaseTTL),
+		InstanceID: "a", Targets: func(context.Context) ([]string, error) { return nil, nil }, Poll: func(context.Context, string, uint64) error { return nil }})
+	require.NoError(t, err)
+	c.members = members
+	settle := func(target, holder string, prevAssignee string) int {
+		c.targets = map[string]bool{target: true}
+		c.handedTo = map[string]handoff{target: {to: "j", tick: 5}}
+		c.assign = map[string]string{target: holder}
+		c.settleHandoffs(6, map[string]string{target: holder}, map[string]string{target: prevAssignee}, time.Now())
+		assert.Empty(t, c.handedTo, "the handoff is settled")
+		return c.handbacks["j"].n
+	}
+	var backedUp, other string
+	for _, tg := range targetNames(50) {
+		if b := backup(tg, "j", members); b != "a" && backedUp == "" {
+			backedUp = tg
+		}
+	}
+	bk := backup(backedUp, "j", members)
+	for _, m := range []string{"b", "c"} {
+		if m != bk {
+			other = m
+		}
+	}
+	assert.Equal(t, 0, settle(backedUp, other, "j"), "held by an instance not j's backup")
+	assert.Equal(t, 0, settle(backedUp, bk, other), "held by j's backup after it was assigned elsewhere")
+	assert.Equal(t, 1, settle(backedUp, bk, "j"), "held by j's backup while assigned to j")
+	c.handbacks["j"] = handback{n: 1} // the hold-off over, its count kept
+	assert.Equal(t, 0, settle(backedUp, "j", "j"), "taken by j: the count ends")
 }
