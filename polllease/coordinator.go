@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -35,6 +36,10 @@ type Coordinator struct {
 
 	kickSweep chan struct{} // a lease's handle context ended
 	kickTick  chan struct{} // the heartbeat recovered: reconcile now
+
+	// overAnnounced: a heartbeat held more targets than an announcement
+	// names, and said so once.
+	overAnnounced atomic.Bool
 
 	// beatMu serializes the heartbeats of the two loops, so that their
 	// outcomes apply in the order they started and lastBeat only moves

@@ -196,6 +196,8 @@
 //	Lease release failed… Warn          instance, target, token, error (it expires by its TTL)
 //	Handoffs held off…    Warn          instance, target, recipient, times, for (a target
 //	                                    handed to recipient was not taken by it)
+//	Holding more targets… Warn          instance, held, announced (once: over 14,563 targets
+//	                                    held, the announcement names some)
 //	Target ignored        Warn          instance, target, error (not valid UTF-8, empty)
 //
 // The attribute named target above is named by Config.TargetKey: set it to

@@ -118,9 +118,13 @@ func (c *Coordinator) register(ctx context.Context, list bool) ([]core.Member, e
 	m, group, ttl := c.cfg.Membership, c.cfg.Group, c.cfg.HeartbeatTTL
 	if a, ok := m.(core.Announcer); ok {
 		c.mu.Lock()
-		value := encodeHoldings(c.holdings())
+		held := c.holdings()
 		c.mu.Unlock()
-		return a.Announce(ctx, group, c.id, ttl, value)
+		if len(held) > maxHoldings && c.overAnnounced.CompareAndSwap(false, true) {
+			c.log.Warn("Holding more targets than one announcement names: the others see only some of them",
+				slog.Int("held", len(held)), slog.Int("announced", maxHoldings))
+		}
+		return a.Announce(ctx, group, c.id, ttl, encodeHoldings(held))
 	}
 	if !list {
 		return nil, m.Register(ctx, group, c.id, ttl)

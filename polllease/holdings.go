@@ -19,9 +19,10 @@ import (
 const holdingsV1 = 1
 
 // maxHoldings is how many targets fit in one announcement at most (8 bytes
-// of key and up to 10 of token each); an instance that holds more announces
-// those of the lowest keys, and the others count as unowned in the other
-// instances' assignments until it announces them.
+// of key and up to 10 of token each): 14,563. An instance that holds more
+// announces those of the lowest keys and logs a warning; the others count
+// the rest as unowned, so they are assigned afresh in the other instances'
+// views, which try them every tick and find them held.
 const maxHoldings = (core.MaxMemberValue - 1) / 18
 
 // targetKey is the 64-bit key that stands for target in an announcement:
@@ -33,7 +34,8 @@ type holding struct {
 	key, token uint64
 }
 
-// encodeHoldings returns the announcement of held (target → token).
+// encodeHoldings returns the announcement of held (target → token), of at
+// most maxHoldings of them.
 func encodeHoldings(held map[string]uint64) []byte {
 	hs := make([]holding, 0, len(held))
 	for t, tok := range held {
