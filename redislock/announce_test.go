@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
-	"github.com/distlock/distlock/redislock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,12 +16,7 @@ import (
 // with empty values; Announce is one round trip; and values do not outlive
 // their ids, whether they expired or an older Provider removed them.
 func TestAnnounceOldGroup(t *testing.T) {
-	rdb := redistest.Client(t, redistest.Addr(t))
-	hook := &roundTrips{}
-	rdb.AddHook(hook)
-	p, err := New(rdb, WithTTL(testTTL))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = p.Close() })
+	p, rdb, hook := countedProvider(t)
 	ctx := context.Background()
 	group := uniqueName(t)
 	zset, vals := keyBase(p, group)+"members", keyBase(p, group)+"members:values"

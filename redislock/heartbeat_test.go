@@ -7,17 +7,25 @@ import (
 
 	"github.com/distlock/distlock/core"
 	"github.com/distlock/distlock/redislock/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestHeartbeat(t *testing.T) {
+// countedProvider returns a Provider on a client of its own whose round
+// trips hook counts.
+func countedProvider(t *testing.T) (*Provider, *redis.Client, *roundTrips) {
 	rdb := redistest.Client(t, redistest.Addr(t))
 	hook := &roundTrips{}
 	rdb.AddHook(hook)
 	p, err := New(rdb, WithTTL(testTTL))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = p.Close() })
+	return p, rdb, hook
+}
+
+func TestHeartbeat(t *testing.T) {
+	p, rdb, hook := countedProvider(t)
 	ctx := context.Background()
 	group := uniqueName(t)
 	t.Cleanup(func() { _ = rdb.Del(ctx, keyBase(p, group)+"members").Err() })
