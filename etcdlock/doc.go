@@ -172,13 +172,14 @@
 //
 // Register, Deregister and Members implement core.Membership, Heartbeat
 // core.Heartbeater and Announce core.Announcer: a member is the key
-// "<prefix>members/<SafeName(group)>/<SafeName(id)>", holding its id and,
-// after an Announce with a non-empty value, a 0xff byte and the value
-// (a key holding only the id, as earlier versions wrote, has an empty
-// value), attached to a lease of its own with the member's ttl, granted
-// by each Register, Heartbeat or Announce (two round trips: the grant,
-// then the put, with which Heartbeat and Announce list the group in one
-// transaction). The server deletes the key when the lease expires, so a
+// "<prefix>members/<SafeName(group)>/<SafeName(id)>", holding its id,
+// and, after an Announce with a non-empty value, the key
+// "<prefix>member-values/<SafeName(group)>/<SafeName(id)>", holding the
+// value (earlier versions, which read the member keys alone, list the
+// members as ever), both attached to a lease of their own with the
+// member's ttl, granted by each Register, Heartbeat or Announce (two round
+// trips: the grant, then the puts, with which Heartbeat and Announce list
+// the group in one transaction). The server deletes the keys when the lease expires, so a
 // member that stops registering is dropped its ttl after its last
 // registration, rounded up to whole seconds (etcd's lease unit; at least
 // the server's minimum lease), plus up to 500 ms. etcd's request limit

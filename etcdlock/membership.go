@@ -1,7 +1,6 @@
 package etcdlock
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -16,12 +15,13 @@ import (
 )
 
 // Membership: each member is the key "<prefix>members/<SafeName(group)>/
-// <SafeName(id)>", holding its id, then, when it announced a non-empty
-// value, a 0xff byte and the value (encodeMember; 0xff never occurs in
-// UTF-8, so the first one ends the id, and a key of the previous version,
-// the bare id, reads as the id with an empty value). The key is attached
-// to a lease of its own granted by each Register with the member's ttl.
-// The server deletes the key when the lease expires, so a member that
+// <SafeName(id)>", holding its id, and, when it announced a non-empty
+// value, "<prefix>member-values/<SafeName(group)>/<SafeName(id)>", holding
+// the value. Both are attached to a lease of their own granted by each
+// registration with the member's ttl, and written in one transaction, a
+// Register or an empty Announce deleting the value key. So an older
+// version, which reads the member keys alone, lists every member as ever.
+// The server deletes the keys when the lease expires, so a member that
 // stops registering is listed no longer than ttl after its last Register,
 // rounded up to whole seconds (etcd's lease unit, and at least the
 // server's minimum lease, 2 s with etcd's defaults), plus the server's
@@ -35,7 +35,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	if err := validMember(group, id, nil, ttl); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
-	_, err := p.register(ctx, "register", group, id, ttl, nil, false)
+	_, _, err := p.register(ctx, "register", group, id, ttl, nil, false)
 	return err
 }
 
@@ -45,7 +45,7 @@ func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Dur
 	if err := validMember(group, id, nil, ttl); err != nil {
 		return nil, kit.Wrap(backend, "heartbeat", group, err)
 	}
-	kvs, err := p.register(ctx, "heartbeat", group, id, ttl, nil, true)
+	kvs, _, err := p.register(ctx, "heartbeat", group, id, ttl, nil, true)
 	if err != nil {
 		return nil, err
 	}
@@ -64,39 +64,52 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 	if err := validMember(group, id, value, ttl); err != nil {
 		return nil, kit.Wrap(backend, "announce", group, err)
 	}
-	kvs, err := p.register(ctx, "announce", group, id, ttl, value, true)
+	kvs, vals, err := p.register(ctx, "announce", group, id, ttl, value, true)
 	if err != nil {
 		return nil, err
 	}
-	return decodeMembers(kvs), nil
+	return p.decodeMembers(group, kvs, vals), nil
 }
 
-// register writes id's key with value on a new lease of ttl and, with
-// list, reads the group's keys in the same transaction. Errors are
-// wrapped for op.
-func (p *Provider) register(ctx context.Context, op, group, id string, ttl time.Duration, value []byte, list bool) ([]*mvccpb.KeyValue, error) {
+// register writes id's key, and value's key or its deletion, on a new
+// lease of ttl and, with list, reads the group's member keys and, with
+// values, its value keys, in the same transaction. Errors are wrapped for
+// op.
+func (p *Provider) register(ctx context.Context, op, group, id string, ttl time.Duration, value []byte, list bool) ([]*mvccpb.KeyValue, []*mvccpb.KeyValue, error) {
 	if p.isClosed.Load() {
-		return nil, kit.Wrap(backend, op, group, ErrClosed)
+		return nil, nil, kit.Wrap(backend, op, group, ErrClosed)
 	}
 	ctx, cancel := p.ctxFor(ctx)
 	defer cancel()
 	secs := int64((ttl + time.Second - 1) / time.Second)
 	g, err := p.cli.Grant(ctx, secs)
 	if err != nil {
-		return nil, kit.Wrap(backend, op, group, fmt.Errorf("granting a lease: %w", err))
+		return nil, nil, kit.Wrap(backend, op, group, fmt.Errorf("granting a lease: %w", err))
 	}
-	ops := []clientv3.Op{clientv3.OpPut(p.memberKey(group, id), encodeMember(id, value), clientv3.WithLease(g.ID))}
+	ops := []clientv3.Op{clientv3.OpPut(p.memberKey(group, id), id, clientv3.WithLease(g.ID))}
+	if len(value) > 0 {
+		ops = append(ops, clientv3.OpPut(p.valueKey(group, id), string(value), clientv3.WithLease(g.ID)))
+	} else {
+		ops = append(ops, clientv3.OpDelete(p.valueKey(group, id)))
+	}
 	if list {
 		ops = append(ops, clientv3.OpGet(p.membersPrefix(group), clientv3.WithPrefix()))
+		if op == "announce" {
+			ops = append(ops, clientv3.OpGet(p.valuesPrefix(group), clientv3.WithPrefix()))
+		}
 	}
 	resp, err := p.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
-		return nil, kit.Wrap(backend, op, group, err)
+		return nil, nil, kit.Wrap(backend, op, group, err)
 	}
 	if !list {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return resp.Responses[1].GetResponseRange().Kvs, nil
+	members := resp.Responses[2].GetResponseRange().Kvs
+	if len(resp.Responses) < 4 {
+		return members, nil, nil
+	}
+	return members, resp.Responses[3].GetResponseRange().Kvs, nil
 }
 
 // Deregister removes id from group at once: one round trip. Removing an
@@ -107,7 +120,8 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	}
 	ctx, cancel := p.ctxFor(ctx)
 	defer cancel()
-	if _, err := p.cli.Delete(ctx, p.memberKey(group, id)); err != nil {
+	_, err := p.cli.Txn(ctx).Then(clientv3.OpDelete(p.memberKey(group, id)), clientv3.OpDelete(p.valueKey(group, id))).Commit()
+	if err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
 	return nil
@@ -135,26 +149,26 @@ func (p *Provider) memberKey(group, id string) string {
 	return p.membersPrefix(group) + kit.SafeName(id)
 }
 
-// memberSep ends the id in a member key's value: a byte that valid UTF-8,
-// and so an id, never holds.
-const memberSep = 0xff
-
-// encodeMember returns the value of id's member key: the bare id when
-// value is empty, as the previous version wrote it, else the id, memberSep
-// and value.
-func encodeMember(id string, value []byte) string {
-	if len(value) == 0 {
-		return id
-	}
-	return id + string([]byte{memberSep}) + string(value)
+func (p *Provider) valuesPrefix(group string) string {
+	return p.opts.prefix + valuesKind + kit.SafeName(group) + "/"
 }
 
-// decodeMembers reads member keys as members, sorted by ID.
-func decodeMembers(kvs []*mvccpb.KeyValue) []core.Member {
+func (p *Provider) valueKey(group, id string) string {
+	return p.valuesPrefix(group) + kit.SafeName(id)
+}
+
+// decodeMembers reads group's member keys and value keys as members,
+// sorted by ID; a member without a value key has an empty value.
+func (p *Provider) decodeMembers(group string, kvs, vals []*mvccpb.KeyValue) []core.Member {
+	values := make(map[string][]byte, len(vals))
+	prefix := p.valuesPrefix(group)
+	for _, kv := range vals {
+		values[strings.TrimPrefix(string(kv.Key), prefix)] = kv.Value
+	}
+	prefix = p.membersPrefix(group)
 	ms := make([]core.Member, 0, len(kvs))
 	for _, kv := range kvs {
-		id, value, _ := bytes.Cut(kv.Value, []byte{memberSep})
-		ms = append(ms, core.Member{ID: string(id), Value: value})
+		ms = append(ms, core.Member{ID: string(kv.Value), Value: values[strings.TrimPrefix(string(kv.Key), prefix)]})
 	}
 	slices.SortFunc(ms, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
 	return ms
@@ -162,11 +176,11 @@ func decodeMembers(kvs []*mvccpb.KeyValue) []core.Member {
 
 // memberIDs reads member keys as their ids, sorted.
 func memberIDs(kvs []*mvccpb.KeyValue) []string {
-	ms := decodeMembers(kvs)
-	ids := make([]string, len(ms))
-	for i, m := range ms {
-		ids[i] = m.ID
+	ids := make([]string, len(kvs))
+	for i, kv := range kvs {
+		ids[i] = string(kv.Value)
 	}
+	slices.Sort(ids)
 	return ids
 }
 

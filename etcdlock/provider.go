@@ -160,6 +160,7 @@ const (
 	rwKind        = "rw/"
 	semaphoreKind = "s/"
 	membersKind   = "members/"
+	valuesKind    = "member-values/"
 	voidKind      = "void/" // void marks of orphaned keys (orphans.go)
 )
 
