@@ -53,29 +53,34 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 // Heartbeat registers id in group for ttl and lists the live members,
 // atomically.
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := memberArgs(ctx, group, id); err != nil {
-		return nil, kit.Wrap(backend, "heartbeat", group, err)
+	ms, err := p.beat(ctx, "heartbeat", group, id, ttl, nil)
+	if err != nil {
+		return nil, err
 	}
-	if ttl <= 0 {
-		return nil, kit.Wrap(backend, "heartbeat", group, kit.Invalid("ttl %v must be positive", ttl))
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
 	}
-	p.s.mu.Lock()
-	defer p.s.mu.Unlock()
-	p.s.registerLocked(group, id, ttl, nil)
-	return p.s.membersLocked(group), nil
+	return ids, nil
 }
 
 // Announce registers id in group for ttl with value, and lists the live
 // members with their values, atomically (core.Announcer).
 func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
+	return p.beat(ctx, "announce", group, id, ttl, value)
+}
+
+// beat registers id in group for ttl with value, and lists the live
+// members with their values; errors are wrapped for op.
+func (p *Provider) beat(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
+		return nil, kit.Wrap(backend, op, group, err)
 	}
 	if err := kit.ValidateAnnounce(group, id, value); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
+		return nil, kit.Wrap(backend, op, group, err)
 	}
 	if ttl <= 0 {
-		return nil, kit.Wrap(backend, "announce", group, kit.Invalid("ttl %v must be positive", ttl))
+		return nil, kit.Wrap(backend, op, group, kit.Invalid("ttl %v must be positive", ttl))
 	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
