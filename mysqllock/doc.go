@@ -167,7 +167,9 @@
 // statement that writes a row and lists a table). A table made by an
 // earlier version, without the value column, gets it on a Provider's first
 // call (ALTER TABLE, only when information_schema shows it missing); its
-// rows read as empty values.
+// rows read as empty values. A Register or Announce also deletes its
+// group's rows that expired over an hour before, at most once a minute per
+// Provider (one more round trip then).
 //
 // # Servers
 //

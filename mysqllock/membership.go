@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -24,8 +25,10 @@ import (
 // Deregister and Members are one, Announce two (MySQL has no statement
 // that both writes a row and lists a table). The first call also creates
 // the table with CREATE TABLE IF NOT EXISTS, or adds the value column to a
-// table made by an earlier version. An expired row is never listed; it
-// stays in the table until its member registers again or deregisters.
+// table made by an earlier version. An expired row is never listed; a
+// Register or Announce purges its group's rows that expired over an hour
+// before, at most once a minute per Provider (one more round trip then).
+// After Close the calls fail with the error its locks give after Close.
 
 // maxMember is the longest group or id, in bytes (the table's columns).
 const maxMember = 255
@@ -42,7 +45,7 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 	if err := p.ensureMembers(ctx); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
-	if _, err := p.memberStmts.upsert.ExecContext(ctx, group, id, ttl.Microseconds(), []byte{}); err != nil {
+	if err := p.upsertMember(ctx, group, id, ttl, []byte{}); err != nil {
 		return kit.Wrap(backend, "register", group, err)
 	}
 	return nil
@@ -66,7 +69,7 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 	if value == nil {
 		value = []byte{} // stored as empty, as Register stores it, not NULL
 	}
-	if _, err := p.memberStmts.upsert.ExecContext(ctx, group, id, ttl.Microseconds(), value); err != nil {
+	if err := p.upsertMember(ctx, group, id, ttl, value); err != nil {
 		return nil, kit.Wrap(backend, "announce", group, err)
 	}
 	ms, err := p.otherMembers(ctx, group, id)
@@ -80,21 +83,44 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 // otherMembers lists the live members of group but id, with their values,
 // sorted by ID.
 func (p *Provider) otherMembers(ctx context.Context, group, id string) ([]core.Member, error) {
-	rows, err := p.memberStmts.others.QueryContext(ctx, group, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
 	ms := make([]core.Member, 0, 8)
-	for rows.Next() {
-		var m core.Member
-		if err := rows.Scan(&m.ID, &m.Value); err != nil {
-			return nil, err
+	err := p.memberStmts.run(func() error {
+		rows, err := p.memberStmts.others.QueryContext(ctx, group, id)
+		if err != nil {
+			return err
 		}
-		ms = append(ms, m)
-	}
-	return ms, rows.Err()
+		defer rows.Close()
+		for rows.Next() {
+			var m core.Member
+			if err := rows.Scan(&m.ID, &m.Value); err != nil {
+				return err
+			}
+			ms = append(ms, m)
+		}
+		return rows.Err()
+	})
+	return ms, err
 }
+
+// upsertMember writes id's row with value and, when the last purge of this
+// Provider is a minute old, purges group's rows that expired over an hour
+// before (best effort: a failed purge is left to the next).
+func (p *Provider) upsertMember(ctx context.Context, group, id string, ttl time.Duration, value []byte) error {
+	m := &p.memberStmts
+	return m.run(func() error {
+		if _, err := m.upsert.ExecContext(ctx, group, id, ttl.Microseconds(), value); err != nil {
+			return err
+		}
+		now, last := time.Now().UnixNano(), m.lastPurge.Load()
+		if now-last >= int64(purgeEvery) && m.lastPurge.CompareAndSwap(last, now) {
+			_, _ = m.purge.ExecContext(ctx, group, id)
+		}
+		return nil
+	})
+}
+
+// purgeEvery is how often a Provider purges long-expired rows at most.
+const purgeEvery = time.Minute
 
 // Deregister removes id from group at once; an absent id is not an error.
 func (p *Provider) Deregister(ctx context.Context, group, id string) error {
@@ -104,7 +130,11 @@ func (p *Provider) Deregister(ctx context.Context, group, id string) error {
 	if err := p.ensureMembers(ctx); err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
-	if _, err := p.memberStmts.remove.ExecContext(ctx, group, id); err != nil {
+	err := p.memberStmts.run(func() error {
+		_, err := p.memberStmts.remove.ExecContext(ctx, group, id)
+		return err
+	})
+	if err != nil {
 		return kit.Wrap(backend, "deregister", group, err)
 	}
 	return nil
@@ -119,20 +149,23 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 	if err := p.ensureMembers(ctx); err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
-	rows, err := p.memberStmts.list.QueryContext(ctx, group)
-	if err != nil {
-		return nil, kit.Wrap(backend, "members", group, err)
-	}
-	defer rows.Close()
 	ids := []string{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, kit.Wrap(backend, "members", group, err)
+	err := p.memberStmts.run(func() error {
+		rows, err := p.memberStmts.list.QueryContext(ctx, group)
+		if err != nil {
+			return err
 		}
-		ids = append(ids, id)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
 	return ids, nil
@@ -215,10 +248,22 @@ WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME 
 // arguments (and no interpolateParams in the DSN) would cost a prepare and
 // a close around it every time. Close closes them.
 type memberStmts struct {
-	mu     sync.Mutex
+	mu     sync.RWMutex // held for reading while a statement runs
 	closed bool
 	// Set by prepare before the members setup succeeds, read after it.
-	upsert, others, list, remove *sql.Stmt
+	upsert, others, list, remove, purge *sql.Stmt
+	lastPurge                           atomic.Int64 // unix ns of the last purge
+}
+
+// run runs f, which uses the statements, unless Close closed them: then
+// it fails with errClosed.
+func (m *memberStmts) run(f func() error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.closed {
+		return errClosed
+	}
+	return f()
 }
 
 // prepare prepares the statements on db for the quoted members table.
@@ -237,6 +282,7 @@ ON DUPLICATE KEY UPDATE expires_at = VALUES(expires_at), value = VALUES(value)`}
 		{&m.others, `SELECT id, value FROM %s WHERE grp = ? AND id <> ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY id`},
 		{&m.list, `SELECT id FROM %s WHERE grp = ? AND expires_at > UTC_TIMESTAMP(6) ORDER BY id`},
 		{&m.remove, `DELETE FROM %s WHERE grp = ? AND id = ?`},
+		{&m.purge, `DELETE FROM %s WHERE grp = ? AND id <> ? AND expires_at < UTC_TIMESTAMP(6) - INTERVAL 1 HOUR`},
 	}
 	for _, s := range qs {
 		st, err := db.PrepareContext(ctx, fmt.Sprintf(s.q, table))
@@ -258,7 +304,7 @@ func (m *memberStmts) close() {
 }
 
 func (m *memberStmts) closeLocked() {
-	for _, s := range []*sql.Stmt{m.upsert, m.others, m.list, m.remove} {
+	for _, s := range []*sql.Stmt{m.upsert, m.others, m.list, m.remove, m.purge} {
 		if s != nil {
 			_ = s.Close()
 		}

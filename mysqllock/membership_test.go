@@ -79,3 +79,35 @@ expires_at DATETIME(6) NOT NULL, PRIMARY KEY (grp, id)) ENGINE=InnoDB`)
 	require.NoError(t, err)
 	require.Empty(t, ms[2].Value, "c's value after Register")
 }
+
+// TestMembershipPurgeAndClose: a registration purges its group's rows that
+// expired over an hour before (the Provider's first purges at once), and
+// after Close every membership call fails with the closed error rather
+// than a closed statement's.
+func TestMembershipPurgeAndClose(t *testing.T) {
+	ctx := context.Background()
+	db := newDB(t)
+	table := fmt.Sprintf("distlock_members_purge_%08x", rand.Uint32())
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), `DROP TABLE IF EXISTS `+table) })
+	p := newProviderOn(t, db, WithMembersTable(table))
+	g := uniqueName(t, "g")
+	require.NoError(t, p.Register(ctx, g, "live", time.Minute)) // creates the table; purges nothing yet
+	_, err := db.ExecContext(ctx, `INSERT INTO `+table+` VALUES (?, 'dead', UTC_TIMESTAMP(6) - INTERVAL 2 HOUR, ?)`, g, make([]byte, 50_000))
+	require.NoError(t, err)
+	count := func() (n int) {
+		require.NoError(t, db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+table+` WHERE grp = ?`, g).Scan(&n))
+		return n
+	}
+	require.Equal(t, 2, count())
+	_, err = newProviderOn(t, db, WithMembersTable(table)).Announce(ctx, g, "other", time.Minute, []byte("v"))
+	require.NoError(t, err)
+	require.Equal(t, 2, count(), "the long-expired row purged, the live ones kept")
+
+	require.NoError(t, p.Close())
+	_, err = p.Members(ctx, g)
+	require.ErrorIs(t, err, errClosed)
+	_, err = p.Announce(ctx, g, "live", time.Minute, nil)
+	require.ErrorIs(t, err, errClosed)
+	require.ErrorIs(t, p.Deregister(ctx, g, "live"), errClosed)
+	require.ErrorIs(t, p.Register(ctx, g, "live", time.Minute), errClosed)
+}
