@@ -147,8 +147,12 @@ func TestLocalHandoffOff(t *testing.T) {
 	require.Eventually(t, func() bool { return p.notify.Len() > 0 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, h1.Release(ctx))
 	h2 := locktest.Receive(t, got, errc)
-	assert.Equal(t, 0, runOf(h2))
-	assert.Equal(t, 1, count())
+	assert.Equal(t, 0, runOf(h2), "no local handoff run")
+	// The release went through the server: it deleted the key, which the
+	// waiter then took, or, when the waiter had joined the holder's line
+	// by then, wrote the key for it (line.go); either way a new revision.
+	assert.LessOrEqual(t, count(), 1)
+	assert.Greater(t, h2.FencingToken(), h1.FencingToken())
 	require.NoError(t, h2.Release(ctx))
 }
 
