@@ -167,7 +167,11 @@
 // statement that writes a row and lists a table). A table made by an
 // earlier version, without the value column, gets it on a Provider's first
 // call (ALTER TABLE, only when information_schema shows it missing); its
-// rows read as empty values. A Register or Announce also deletes its
+// rows read as empty values. Where the Providers' user lacks the ALTER
+// privilege on the table, add the column before upgrading (ALTER TABLE
+// <table> ADD COLUMN value MEDIUMBLOB): until then every membership call
+// fails, and polllease instances, whose heartbeats fail, pause their
+// polls. A Register or Announce also deletes its
 // group's rows that expired over an hour before, at most once a minute per
 // Provider (one more round trip then).
 //

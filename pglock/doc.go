@@ -138,5 +138,8 @@
 // Announce sends back the values of the other members only. A table made
 // by an earlier version, without the value column, gets it on a
 // Provider's first call (ALTER TABLE, which needs the table's owner); its
-// rows read as empty values.
+// rows read as empty values. Where the Providers' role does not own the
+// table, add the column before upgrading (ALTER TABLE <table> ADD COLUMN
+// value bytea): until then every membership call fails, and polllease
+// instances, whose heartbeats fail, pause their polls.
 package pglock
