@@ -170,7 +170,7 @@ func (p *Provider) decodeMembers(group string, kvs, vals []*mvccpb.KeyValue) []c
 	for _, kv := range kvs {
 		ms = append(ms, core.Member{ID: string(kv.Value), Value: values[strings.TrimPrefix(string(kv.Key), prefix)]})
 	}
-	slices.SortFunc(ms, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	kit.SortMembers(ms)
 	return ms
 }
 

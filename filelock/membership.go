@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -275,7 +274,7 @@ func readMembers(dir string, now time.Time, values bool) (live []core.Member, ga
 		}
 		live = append(live, m)
 	}
-	slices.SortFunc(live, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	kit.SortMembers(live)
 	return live, garbage, nil
 }
 

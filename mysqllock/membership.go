@@ -36,14 +36,8 @@ const maxMember = 255
 // Register adds id to group, or refreshes it, for ttl (at least 1 ms),
 // measured on the server's clock, and empties its value.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id); err != nil {
-		return kit.Wrap(backend, "register", group, err)
-	}
-	if ttl < time.Millisecond {
-		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
-	}
-	if err := p.ensureMembers(ctx); err != nil {
-		return kit.Wrap(backend, "register", group, err)
+	if err := p.registration(ctx, "register", group, id, ttl, nil); err != nil {
+		return err
 	}
 	if err := p.upsertMember(ctx, group, id, ttl, []byte{}); err != nil {
 		return kit.Wrap(backend, "register", group, err)
@@ -57,14 +51,8 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 // and a read of the group's other live rows. This member's value is not
 // read back: the listing carries the one given.
 func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
-	if err := validAnnounce(group, id, value); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
-	}
-	if ttl < time.Millisecond {
-		return nil, kit.Wrap(backend, "announce", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
-	}
-	if err := p.ensureMembers(ctx); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
+	if err := p.registration(ctx, "announce", group, id, ttl, value); err != nil {
+		return nil, err
 	}
 	if value == nil {
 		value = []byte{} // stored as empty, as Register stores it, not NULL
@@ -194,11 +182,23 @@ func validMember(group, id string) error {
 	return nil
 }
 
-func validAnnounce(group, id string, value []byte) error {
-	if err := validMember(group, id); err != nil {
-		return err
+// registration checks the arguments of a registration (op) and makes sure
+// the members table is ready; its error is wrapped for op.
+func (p *Provider) registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
+	err := validMember(group, id)
+	if err == nil {
+		err = kit.ValidateAnnounce(group, id, value)
 	}
-	return kit.ValidateAnnounce(group, id, value)
+	if err == nil && ttl < time.Millisecond {
+		err = kit.Invalid("ttl %v must be at least 1ms", ttl)
+	}
+	if err == nil {
+		err = p.ensureMembers(ctx)
+	}
+	if err != nil {
+		return kit.Wrap(backend, op, group, err)
+	}
+	return nil
 }
 
 // ensureMembers creates the members table, or adds the value column to one

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -153,7 +152,7 @@ func (p *Provider) listMembers(ctx context.Context, group string) (map[string]co
 // sortedMembers returns ms sorted by ID.
 func sortedMembers(ms map[string]core.Member) []core.Member {
 	out := slices.Collect(maps.Values(ms))
-	slices.SortFunc(out, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	kit.SortMembers(out)
 	return out
 }
 

@@ -34,14 +34,8 @@ up AS (INSERT INTO %[1]s (grp, id, expires_at, value) VALUES ($1, $2, now() + $3
 // measured on the server's clock, and empties its value. It also purges
 // the group's registrations that expired long ago, in the same statement.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := kit.ValidateMember(group, id); err != nil {
-		return kit.Wrap(backend, "register", group, err)
-	}
-	if ttl < time.Millisecond {
-		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
-	}
-	if err := p.ensureMembers(ctx); err != nil {
-		return kit.Wrap(backend, "register", group, err)
+	if err := p.registration(ctx, "register", group, id, ttl, nil); err != nil {
+		return err
 	}
 	q := upsertSQL(quoteIdent(p.opts.MembersTable), `''`) + `SELECT FROM up`
 	if _, err := p.pool.Exec(ctx, q, group, id, ttl.Microseconds()); err != nil {
@@ -54,14 +48,8 @@ func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Dura
 // the live members of group, sorted, in the same statement: one round trip
 // (core.Heartbeater).
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := kit.ValidateMember(group, id); err != nil {
-		return nil, kit.Wrap(backend, "heartbeat", group, err)
-	}
-	if ttl < time.Millisecond {
-		return nil, kit.Wrap(backend, "heartbeat", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
-	}
-	if err := p.ensureMembers(ctx); err != nil {
-		return nil, kit.Wrap(backend, "heartbeat", group, err)
+	if err := p.registration(ctx, "heartbeat", group, id, ttl, nil); err != nil {
+		return nil, err
 	}
 	// The statement's snapshot does not see its own upsert: list the
 	// others from the table and this id from the upsert.
@@ -86,14 +74,8 @@ ORDER BY id COLLATE "C"`, t)
 // (core.Announcer). The listing carries the values of the other members
 // only; this member's is the one given.
 func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
-	if err := kit.ValidateAnnounce(group, id, value); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
-	}
-	if ttl < time.Millisecond {
-		return nil, kit.Wrap(backend, "announce", group, kit.Invalid("ttl %v must be at least 1ms", ttl))
-	}
-	if err := p.ensureMembers(ctx); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
+	if err := p.registration(ctx, "announce", group, id, ttl, value); err != nil {
+		return nil, err
 	}
 	if value == nil {
 		value = []byte{} // stored as empty, as Register stores it, not NULL
@@ -119,6 +101,22 @@ ORDER BY id COLLATE "C"`, t)
 		ms[i].Value = slices.Clone(value)
 	}
 	return ms, nil
+}
+
+// registration checks the arguments of a registration (op) and makes sure
+// the members table is ready; its error is wrapped for op.
+func (p *Provider) registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
+	err := kit.ValidateAnnounce(group, id, value)
+	if err == nil && ttl < time.Millisecond {
+		err = kit.Invalid("ttl %v must be at least 1ms", ttl)
+	}
+	if err == nil {
+		err = p.ensureMembers(ctx)
+	}
+	if err != nil {
+		return kit.Wrap(backend, op, group, err)
+	}
+	return nil
 }
 
 // Deregister removes id from group at once; an absent id is not an error.

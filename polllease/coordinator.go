@@ -37,8 +37,10 @@ type Coordinator struct {
 	kickSweep chan struct{} // a lease's handle context ended
 	kickTick  chan struct{} // the heartbeat recovered: reconcile now
 
-	// overAnnounced: a heartbeat held more targets than an announcement
-	// names, and said so once.
+	// announcer is Config.Membership where it is a core.Announcer, else
+	// nil; overAnnounced: a heartbeat held more targets than an
+	// announcement names, and said so once.
+	announcer     core.Announcer
 	overAnnounced atomic.Bool
 
 	// beatMu serializes the heartbeats of the two loops, so that their
@@ -110,6 +112,7 @@ func New(cfg Config) (*Coordinator, error) {
 	if err != nil {
 		return nil, err
 	}
+	announcer, _ := cfg.Membership.(core.Announcer)
 	return &Coordinator{
 		cfg:       cfg,
 		id:        cfg.InstanceID,
@@ -124,6 +127,7 @@ func New(cfg Config) (*Coordinator, error) {
 		probes:    make(map[string]*probe),
 		handedTo:  make(map[string]handoff),
 		handbacks: make(map[string]handback),
+		announcer: announcer,
 	}, nil
 }
 
@@ -288,7 +292,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 // name, this instance's own leases included, where the Membership is a
 // core.Announcer; nil otherwise, and the assignment is then Assign's.
 func (c *Coordinator) ownersOf(targets map[string]bool, members []core.Member) map[string]string {
-	if _, ok := c.cfg.Membership.(core.Announcer); !ok {
+	if c.announcer == nil {
 		return nil
 	}
 	c.mu.Lock()

@@ -116,7 +116,7 @@ func (c *Coordinator) beat(ctx context.Context, list bool) (members []core.Membe
 // register is beat's call to the Membership.
 func (c *Coordinator) register(ctx context.Context, list bool) ([]core.Member, error) {
 	m, group, ttl := c.cfg.Membership, c.cfg.Group, c.cfg.HeartbeatTTL
-	if a, ok := m.(core.Announcer); ok {
+	if a := c.announcer; a != nil {
 		c.mu.Lock()
 		held := c.holdings()
 		c.mu.Unlock()

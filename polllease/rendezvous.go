@@ -141,10 +141,10 @@ func AssignFrom(targets, members []string, owners map[string]string, loadFactor 
 		// Never endless: with every member at or below floor, the
 		// pool already covers the deficit, since floor × members ≤
 		// targets.
-		pool = append(pool, donate(held, load))
-		deficit = 0
-		for _, l := range load {
-			deficit += max(0, floor-l)
+		t, m := donate(held, load, members)
+		pool = append(pool, t)
+		if load[m] < floor {
+			deficit++
 		}
 	}
 	for m, ts := range held {
@@ -177,8 +177,8 @@ func AssignFrom(targets, members []string, owners map[string]string, loadFactor 
 }
 
 // keep returns the targets each member (by index) keeps of those owners
-// gives it, at most limit, the ones it scores highest first, and the pool
-// of the others: targets without a live owner and those let go.
+// gives it, at most limit, the ones it scores highest, and the pool of the
+// others: targets without a live owner and those let go.
 func keep(targets, members []string, owners map[string]string, limit int) (held [][]string, pool []string) {
 	index := make(map[string]int, len(members))
 	for i, m := range members {
@@ -193,8 +193,8 @@ func keep(targets, members []string, owners map[string]string, limit int) (held 
 		}
 	}
 	for m, ts := range held {
-		byScore(members[m], ts)
 		if len(ts) > limit {
+			slices.SortFunc(ts, byScore(members[m]))
 			pool = append(pool, ts[limit:]...)
 			held[m] = ts[:limit]
 		}
@@ -202,10 +202,10 @@ func keep(targets, members []string, owners map[string]string, limit int) (held 
 	return held, pool
 }
 
-// donate takes a target from the most loaded member (the first in order
-// among equals): the one it scores lowest, held being sorted by byScore
-// and load counting it.
-func donate(held [][]string, load []int) string {
+// donate takes from the most loaded member (the first in order among
+// equals) the target it scores lowest, and returns the target and the
+// member's index; load counts held.
+func donate(held [][]string, load []int, members []string) (string, int) {
 	top := 0
 	for m := range load {
 		if load[m] > load[top] {
@@ -213,16 +213,20 @@ func donate(held [][]string, load []int) string {
 		}
 	}
 	ts := held[top]
+	i := slices.Index(ts, slices.MaxFunc(ts, byScore(members[top])))
+	t := ts[i]
+	ts[i] = ts[len(ts)-1]
 	held[top] = ts[:len(ts)-1]
 	load[top]--
-	return ts[len(ts)-1]
+	return t, top
 }
 
-// byScore sorts ts by member's score for them, highest first.
-func byScore(member string, ts []string) {
-	slices.SortFunc(ts, func(a, b string) int {
+// byScore orders targets by member's score for them, highest first, then
+// by name.
+func byScore(member string) func(a, b string) int {
+	return func(a, b string) int {
 		return cmp.Or(cmp.Compare(score(member, b), score(member, a)), cmp.Compare(a, b))
-	})
+	}
 }
 
 // preferences returns each target with the members in descending order of

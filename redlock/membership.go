@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -129,7 +128,7 @@ func (p *Provider) announced(lists [][]redisop.Member) []core.Member {
 			out = append(out, core.Member{ID: id, Value: p.agreed(seen)})
 		}
 	}
-	slices.SortFunc(out, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
+	kit.SortMembers(out)
 	return out
 }
 
@@ -140,32 +139,19 @@ func (p *Provider) announced(lists [][]redisop.Member) []core.Member {
 // majority of N.
 func (p *Provider) agreed(seen []redisop.Member) []byte {
 	latest := seen[0]
-	for _, m := range seen[1:] {
+	for _, m := range seen {
+		n := 0
+		for _, o := range seen {
+			if bytes.Equal(o.Value, m.Value) {
+				n++
+			}
+		}
+		if n >= p.quorum {
+			return m.Value
+		}
 		if m.Stamp > latest.Stamp || m.Stamp == latest.Stamp && bytes.Compare(m.Value, latest.Value) > 0 {
 			latest = m
 		}
-	}
-	// The majority value, if any, wins a pairing vote (Boyer-Moore);
-	// counting its copies confirms it.
-	cand, votes := seen[0].Value, 0
-	for _, m := range seen {
-		switch {
-		case votes == 0:
-			cand, votes = m.Value, 1
-		case bytes.Equal(m.Value, cand):
-			votes++
-		default:
-			votes--
-		}
-	}
-	n := 0
-	for _, m := range seen {
-		if bytes.Equal(m.Value, cand) {
-			n++
-		}
-	}
-	if n >= p.quorum {
-		return cand
 	}
 	return latest.Value
 }

@@ -3,6 +3,7 @@ package kit
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -98,4 +99,9 @@ func ValidateAnnounce(group, id string, value []byte) error {
 		return Invalid("member value of %d bytes is over core.MaxMemberValue (%d)", len(value), core.MaxMemberValue)
 	}
 	return nil
+}
+
+// SortMembers sorts ms by ID, in byte order, as core.Announcer lists them.
+func SortMembers(ms []core.Member) {
+	slices.SortFunc(ms, func(a, b core.Member) int { return strings.Compare(a.ID, b.ID) })
 }
