@@ -187,10 +187,7 @@ func validMember(group, id string) error {
 func (p *Provider) registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
 	err := validMember(group, id)
 	if err == nil {
-		err = kit.ValidateAnnounce(group, id, value)
-	}
-	if err == nil && ttl < time.Millisecond {
-		err = kit.Invalid("ttl %v must be at least 1ms", ttl)
+		err = kit.ValidateRegistration(group, id, value, ttl, time.Millisecond)
 	}
 	if err == nil {
 		err = p.ensureMembers(ctx)

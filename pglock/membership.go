@@ -106,10 +106,7 @@ ORDER BY id COLLATE "C"`, t)
 // registration checks the arguments of a registration (op) and makes sure
 // the members table is ready; its error is wrapped for op.
 func (p *Provider) registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
-	err := kit.ValidateAnnounce(group, id, value)
-	if err == nil && ttl < time.Millisecond {
-		err = kit.Invalid("ttl %v must be at least 1ms", ttl)
-	}
+	err := kit.ValidateRegistration(group, id, value, ttl, time.Millisecond)
 	if err == nil {
 		err = p.ensureMembers(ctx)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/distlock/distlock/core"
@@ -97,6 +98,19 @@ func ValidateAnnounce(group, id string, value []byte) error {
 	}
 	if len(value) > core.MaxMemberValue {
 		return Invalid("member value of %d bytes is over core.MaxMemberValue (%d)", len(value), core.MaxMemberValue)
+	}
+	return nil
+}
+
+// ValidateRegistration checks a registration's group, member id and value
+// as ValidateAnnounce does, and that ttl is at least min (the error
+// matches ErrInvalidArgument).
+func ValidateRegistration(group, id string, value []byte, ttl, min time.Duration) error {
+	if err := ValidateAnnounce(group, id, value); err != nil {
+		return err
+	}
+	if ttl < min {
+		return Invalid("ttl %v must be at least %v", ttl, min)
 	}
 	return nil
 }
