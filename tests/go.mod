@@ -90,7 +90,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/stretchr/testify v1.12.1
 	golang.org/x/crypto v0.58.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/sys v0.49.0
 )
 
 replace github.com/distlock/distlock/core => ../core

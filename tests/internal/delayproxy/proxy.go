@@ -7,10 +7,12 @@
 // reader stamps every chunk it reads with its arrival time and the writer
 // sends it no earlier than that time plus the delay, so pipelined requests
 // overlap their delays as they would on a wire, instead of queueing one
-// delay behind the other. On Linux the writer sleeps in nanosleep, which
-// overshoots by some 50-100 µs, where the Go runtime's timers wake a
-// sub-millisecond sleep after a millisecond or more; either way the added
-// delay is at least the one asked for, never less.
+// delay behind the other. On Linux each writer waits on a timerfd of its
+// own through the runtime's poller (sleep_linux.go), so waiting writers
+// hold no thread and wake within microseconds of their time, as bytes on a
+// wire would arrive; elsewhere they sleep on the runtime's timers, which
+// round a sub-millisecond wait up to a millisecond or more. Either way the
+// added delay is at least the one asked for, never less.
 package delayproxy
 
 import (
@@ -149,14 +151,16 @@ func (p *Proxy) pipe(dst io.WriteCloser, src io.Reader) {
 			}
 		}
 	}()
+	clk := newClock()
 	defer func() {
 		_ = dst.Close()
 		for range ch { // let the reader end once src is closed
 		}
+		clk.close()
 	}()
 	for c := range ch {
 		if wait := time.Until(c.at.Add(p.delay)); wait > 0 {
-			sleep(wait)
+			clk.sleep(wait)
 		}
 		if _, err := dst.Write(c.b); err != nil {
 			return

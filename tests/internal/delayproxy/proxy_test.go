@@ -84,6 +84,21 @@ func TestPipelinedChunksOverlapTheirDelays(t *testing.T) {
 	require.Less(t, time.Since(start), 10*2*delay, "the delays queued one behind the other")
 }
 
+// A sub-millisecond delay is never cut short, whatever wakes the writer:
+// every round trip of many takes at least the delay each way.
+func TestSubMillisecondDelayIsNeverShort(t *testing.T) {
+	const delay = 300 * time.Microsecond
+	c, r := dialEcho(t, delay)
+	for i := range 200 {
+		start := time.Now()
+		_, err := io.WriteString(c, "x\n")
+		require.NoError(t, err)
+		_, err = r.ReadString('\n')
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(start), 2*delay, "round trip %d", i)
+	}
+}
+
 func TestCloseEndsOpenConnections(t *testing.T) {
 	p, err := delayproxy.Start(echoServer(t), time.Millisecond)
 	require.NoError(t, err)
