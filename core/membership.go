@@ -58,6 +58,11 @@ type Announcer interface {
 	// where the backend allows, and the listing includes this
 	// registration. value may be empty, is kept byte for byte, and may be
 	// at most MaxMemberValue bytes (longer fails with ErrInvalidArgument).
-	// Register and Heartbeat set a member's value to empty.
+	// Register and Heartbeat set a member's value to empty. It fails with
+	// an error matching ErrUnsupported, registering nothing, when the
+	// backend cannot keep values where it keeps this group's members (a
+	// members table of an earlier version that this user may not alter,
+	// say); Register, Heartbeat, Members and Deregister still work, and a
+	// caller falls back to them.
 	Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]Member, error)
 }

@@ -39,9 +39,13 @@ type Coordinator struct {
 
 	// announcer is Config.Membership where it is a core.Announcer, else
 	// nil; overAnnounced: a heartbeat held more targets than an
-	// announcement names, and said so once.
+	// announcement names, and said so once. announceOff: the Announcer
+	// answered ErrUnsupported (it cannot keep values here), so heartbeats
+	// go without values and the assignment is Assign's, as for a
+	// Membership that does not announce.
 	announcer     core.Announcer
 	overAnnounced atomic.Bool
+	announceOff   atomic.Bool
 
 	// beatMu serializes the heartbeats of the two loops, so that their
 	// outcomes apply in the order they started and lastBeat only moves
@@ -292,7 +296,7 @@ func (c *Coordinator) reconcile(ctx context.Context) {
 // name, this instance's own leases included, where the Membership is a
 // core.Announcer; nil otherwise, and the assignment is then Assign's.
 func (c *Coordinator) ownersOf(targets map[string]bool, members []core.Member) map[string]string {
-	if c.announcer == nil {
+	if c.announcer == nil || c.announceOff.Load() {
 		return nil
 	}
 	c.mu.Lock()

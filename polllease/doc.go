@@ -39,7 +39,11 @@
 //     Capacity, whichever is more) and a leaving one moves only its own.
 //     Where two announcements name a target, the higher token wins; an
 //     instance counts what it holds as its own. Other Memberships list
-//     members only (core.Heartbeat), and the assignment is then Assign's:
+//     members only (core.Heartbeat), as does an Announcer whose Announce
+//     answers core.ErrUnsupported (a members table of an older version
+//     that the database user may not alter, say: the instance then says
+//     so once and heartbeats without values until it is restarted), and
+//     the assignment is then Assign's:
 //     rendezvous (highest random weight) hashing of each target over the
 //     members, stateless, so a join can move up to 2.2 × targets /
 //     instances where there are fewer than 40 targets per instance.
@@ -198,6 +202,8 @@
 //	                                    handed to recipient was not taken by it)
 //	Holding more targets… Warn          instance, held, announced (once: over 14,563 targets
 //	                                    held, the announcement names some)
+//	Announce unsupported… Warn          instance, error (once: Announce answered
+//	                                    core.ErrUnsupported; heartbeats go without values)
 //	Target ignored        Warn          instance, target, error (not valid UTF-8, empty)
 //
 // The attribute named target above is named by Config.TargetKey: set it to

@@ -2,6 +2,7 @@ package polllease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -116,15 +117,15 @@ func (c *Coordinator) beat(ctx context.Context, list bool) (members []core.Membe
 // register is beat's call to the Membership.
 func (c *Coordinator) register(ctx context.Context, list bool) ([]core.Member, error) {
 	m, group, ttl := c.cfg.Membership, c.cfg.Group, c.cfg.HeartbeatTTL
-	if a := c.announcer; a != nil {
-		c.mu.Lock()
-		held := c.holdings()
-		c.mu.Unlock()
-		if len(held) > maxHoldings && c.overAnnounced.CompareAndSwap(false, true) {
-			c.log.Warn("Holding more targets than one announcement names: the others see only some of them",
-				slog.Int("held", len(held)), slog.Int("announced", maxHoldings))
+	if a := c.announcer; a != nil && !c.announceOff.Load() {
+		members, err := c.announce(ctx, a)
+		if !errors.Is(err, core.ErrUnsupported) {
+			return members, err
 		}
-		return a.Announce(ctx, group, c.id, ttl, encodeHoldings(held))
+		// Nothing was registered: heartbeat without a value instead.
+		if c.announceOff.CompareAndSwap(false, true) {
+			c.log.Warn("Announce unsupported: assigning without holdings", slog.Any("error", err))
+		}
 	}
 	if !list {
 		return nil, m.Register(ctx, group, c.id, ttl)
@@ -135,6 +136,19 @@ func (c *Coordinator) register(ctx context.Context, list bool) ([]core.Member, e
 		members[i] = core.Member{ID: id}
 	}
 	return members, err
+}
+
+// announce is register's Announce of the targets held.
+func (c *Coordinator) announce(ctx context.Context, a core.Announcer) ([]core.Member, error) {
+	group, ttl := c.cfg.Group, c.cfg.HeartbeatTTL
+	c.mu.Lock()
+	held := c.holdings()
+	c.mu.Unlock()
+	if len(held) > maxHoldings && c.overAnnounced.CompareAndSwap(false, true) {
+		c.log.Warn("Holding more targets than one announcement names: the others see only some of them",
+			slog.Int("held", len(held)), slog.Int("announced", maxHoldings))
+	}
+	return a.Announce(ctx, group, c.id, ttl, encodeHoldings(held))
 }
 
 // holdings returns the targets this instance holds with their fencing
