@@ -168,12 +168,17 @@
 // earlier version, without the value column, gets it on a Provider's first
 // call (ALTER TABLE, only when information_schema shows it missing); its
 // rows read as empty values. Where the Providers' user lacks the ALTER
-// privilege on the table, add the column before upgrading (ALTER TABLE
-// <table> ADD COLUMN value MEDIUMBLOB): until then every membership call
-// fails, and polllease instances, whose heartbeats fail, pause their
-// polls. A Register or Announce also deletes its
-// group's rows that expired over an hour before, at most once a minute per
-// Provider (one more round trip then).
+// privilege on the table, membership works without values: Register,
+// Members and Deregister (and so core.Heartbeat) work, Announce fails with
+// an error matching core.ErrUnsupported, writing nothing, and the Provider
+// logs one warning (WithLogger) naming the statement that adds the column,
+// ALTER TABLE <table> ADD COLUMN value MEDIUMBLOB. polllease then
+// heartbeats without values. A Provider opened after the column is added
+// uses it. The table is created only when information_schema does not
+// show it, so a user that may only read and write it (SELECT, INSERT,
+// UPDATE, DELETE) needs no CREATE privilege. A Register or Announce also
+// deletes its group's rows that expired over an hour before, at most once
+// a minute per Provider (one more round trip then).
 //
 // # Servers
 //
@@ -181,8 +186,11 @@
 // with WithFenceTable (multiple user-level locks per session,
 // LAST_INSERT_ID(expr), fractional GET_LOCK timeouts); MariaDB before 10.3
 // has no sequences either. The user needs to create the sequence or table
-// and the members table (or have them created), and to KILL QUERY its own
-// sessions, which every user may. Behind a proxy that multiplexes sessions (ProxySQL, MaxScale in
+// and the members table, or have them created: each is created only where
+// it is missing, so a user that may only read and write them (SELECT,
+// INSERT, UPDATE, DELETE; the sequence's mark table too) needs no CREATE
+// privilege. It also needs to KILL QUERY its own sessions, which every
+// user may. Behind a proxy that multiplexes sessions (ProxySQL, MaxScale in
 // some modes) user-level locks do not belong to a client's session: use a
 // direct connection.
 package mysqllock

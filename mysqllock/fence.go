@@ -43,12 +43,7 @@ type seqBlocks struct {
 func (p *Provider) ensureFence(ctx context.Context) error {
 	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
 		if !p.sql.seq {
-			q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
-token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
-			if _, err := p.db.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("create fence table %s: %w", p.opts.FenceTable, err)
-			}
-			return nil
+			return p.ensureFenceTable(ctx)
 		}
 		if err := p.readSequence(ctx); err == nil {
 			return nil
@@ -64,6 +59,25 @@ token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) EN
 		}
 		return p.readSequence(ctx)
 	})
+}
+
+// ensureFenceTable creates the fence table where information_schema does
+// not show it (tableColumn), so that a user with only SELECT, INSERT and
+// UPDATE on it needs no CREATE privilege.
+func (p *Provider) ensureFenceTable(ctx context.Context) error {
+	exists, _, err := p.tableColumn(ctx, p.opts.FenceTable, "token")
+	if err != nil {
+		return fmt.Errorf("read fence table %s: %w", p.opts.FenceTable, err)
+	}
+	if exists {
+		return nil
+	}
+	q := fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (name VARBINARY(64) PRIMARY KEY,
+token BIGINT UNSIGNED NOT NULL, holder VARBINARY(1024), conn BIGINT UNSIGNED) ENGINE=InnoDB`, p.sql.fence)
+	if _, err := p.db.ExecContext(ctx, q); err != nil {
+		return fmt.Errorf("create fence table %s: %w", p.opts.FenceTable, err)
+	}
+	return nil
 }
 
 // readSequence reads the fence sequence's parameters, and checks that its

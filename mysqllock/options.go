@@ -91,8 +91,11 @@ func WithFenceSequence(name string) Option {
 //	  expires_at DATETIME(6) NOT NULL, value MEDIUMBLOB, PRIMARY KEY (grp, id)) ENGINE=InnoDB
 //
 // A table without the value column (made by an earlier version) gets it
-// with ALTER TABLE ... ADD COLUMN on a Provider's first membership call,
-// which needs the ALTER privilege then.
+// with ALTER TABLE ... ADD COLUMN on a Provider's first membership call.
+// Where the user lacks the ALTER privilege, the Provider works without
+// values: Announce fails with an error matching core.ErrUnsupported, the
+// other membership calls work, and one warning names the statement to run
+// (see the package documentation, "Membership").
 func WithMembersTable(name string) Option {
 	return func(o *options) { o.MembersTable = name }
 }
@@ -147,7 +150,8 @@ func WithIdentity(id string) Option {
 
 // WithLogger sets where the Provider reports what happens without a call of
 // the caller's: a connection that failed and took its locks with it, a
-// KILL QUERY that failed. Default (and nil): discard.
+// KILL QUERY that failed, a members table without the value column that
+// the user may not add. Default (and nil): discard.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.Log = l } }
 
 // WithObserver adds obs to the observers of the Provider's locks: every

@@ -651,7 +651,7 @@ start_mysql() {
 	done
 	if ! mysql_root "$sock" -e "CREATE DATABASE distlock;
 		CREATE USER 'distlock'@'127.0.0.1' IDENTIFIED BY '';
-		GRANT ALL ON *.* TO 'distlock'@'127.0.0.1';" >>"$dir/mysqld.out" 2>&1; then
+		GRANT ALL ON *.* TO 'distlock'@'127.0.0.1' WITH GRANT OPTION;" >>"$dir/mysqld.out" 2>&1; then
 		log_tail "$dir/mysqld.out"
 		die "could not create the distlock database and user"
 	fi
