@@ -84,7 +84,7 @@
 // # Fencing
 //
 // Every grant of every primitive draws its token from one sequence, created
-// on first use:
+// on first use where it is missing:
 //
 //	CREATE SEQUENCE IF NOT EXISTS distlock_fence_seq
 //
@@ -92,7 +92,7 @@
 // and so within each. Drawing one writes no row, and only one draw in 32
 // waits for a WAL flush, so a handover costs about what a bare
 // pg_advisory_lock does. WithFenceTable instead keeps one counter row per
-// lock in a small table, created on first use:
+// lock in a small table, created on first use where it is missing:
 //
 //	CREATE TABLE IF NOT EXISTS distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
 //
@@ -138,8 +138,29 @@
 // Announce sends back the values of the other members only. A table made
 // by an earlier version, without the value column, gets it on a
 // Provider's first call (ALTER TABLE, which needs the table's owner); its
-// rows read as empty values. Where the Providers' role does not own the
-// table, add the column before upgrading (ALTER TABLE <table> ADD COLUMN
-// value bytea): until then every membership call fails, and polllease
-// instances, whose heartbeats fail, pause their polls.
+// rows read as empty values. Where the Providers' role may use the table
+// but not alter it, a Provider logs one warning naming the table and the
+// statement its owner can run (ALTER TABLE <table> ADD COLUMN value bytea)
+// and goes on without values: Register, Heartbeat, Members and Deregister
+// work, and Announce fails with an error matching core.ErrUnsupported,
+// registering nothing, so polllease falls back to heartbeats. Providers
+// opened after the column is added use it. Such a role needs no CREATE on
+// the schema either: the table is created only where it is missing.
+//
+// # Privileges
+//
+// A Provider creates the fence sequence or table and the members table on
+// first use only where they are missing (to_regclass finds no relation of
+// that name), which needs CREATE on the schema: PostgreSQL requires it for
+// CREATE ... IF NOT EXISTS even when the object exists, and since version
+// 15 PUBLIC lacks it on schema public. A role that only uses objects a
+// migration role created beforehand, in the layouts above and in
+// WithMembersTable's, needs no CREATE: it needs USAGE on their schema,
+// USAGE on the fence sequence (or SELECT, INSERT, UPDATE on the fence
+// table), and SELECT, INSERT, UPDATE, DELETE on the members table if it
+// uses membership. Advisory locks, LISTEN and NOTIFY need no privilege. A
+// fence table made by an earlier version, without the holder column, gets
+// it on first use, which needs the table's owner: until its owner adds it
+// (ALTER TABLE <table> ADD COLUMN holder text), every acquire of a role
+// that does not own it fails.
 package pglock

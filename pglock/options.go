@@ -51,9 +51,10 @@ type Option func(*options)
 //
 // The name may be schema-qualified ("locks.fence"); each part must be a
 // plain SQL identifier ([A-Za-z_][A-Za-z0-9_]*, at most 63 bytes). The
-// Provider creates the table with CREATE TABLE IF NOT EXISTS on first use,
-// so its role needs the right to create it, or someone creates it
-// beforehand:
+// Provider creates the table on first use where it is missing, so its role
+// needs the right to create it, or someone creates it beforehand, and the
+// role then needs only SELECT, INSERT, UPDATE on it (see Privileges in the
+// package documentation):
 //
 //	CREATE TABLE distlock_fence (key text PRIMARY KEY, token bigint NOT NULL, holder text)
 func WithFenceTable(name string) Option {
@@ -62,8 +63,8 @@ func WithFenceTable(name string) Option {
 
 // WithFenceSequence names the sequence fencing tokens are drawn from (the
 // default source, DefaultFenceSequence), with the same rules as
-// WithFenceTable. The Provider creates it with CREATE SEQUENCE IF NOT EXISTS
-// on first use.
+// WithFenceTable. The Provider creates it on first use where it is missing;
+// a role using a sequence created beforehand needs only USAGE on it.
 //
 // Tokens from one sequence increase across all locks rather than per lock,
 // which still makes every lock's tokens strictly increasing. Drawing one
@@ -86,7 +87,9 @@ func WithFenceSequence(name string) Option {
 //
 // A table without the value column (made by an earlier version) gets it
 // with ALTER TABLE ... ADD COLUMN on a Provider's first membership call,
-// which needs the table's owner.
+// which needs the table's owner. A Provider whose user does not own it
+// goes on without values: Announce fails with core.ErrUnsupported, and
+// the other membership calls work (see the package documentation).
 func WithMembersTable(name string) Option {
 	return func(o *options) { o.MembersTable = name }
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -32,6 +33,10 @@ type Provider struct {
 
 	fenceSetup   kit.Setup // the fence sequence or table exists
 	membersSetup kit.Setup // the members table exists
+	// noValue: membersSetup found the members table without the value
+	// column and this user may not add it. Set only inside membersSetup,
+	// read after it.
+	noValue atomic.Bool
 
 	// The release listener runs from the first semaphore wait until Close.
 	mu         sync.Mutex
@@ -186,31 +191,63 @@ func (p *Provider) Semaphore(name string, max int) core.Locker {
 	return p.probe.Semaphore(p.newSemaphore(name, k, max))
 }
 
-// ensureFence creates the fence sequence or table once per Provider. Concurrent
-// creators in other processes may race: a duplicate error means it exists.
+// ensureFence creates the fence sequence or table, where it is missing, once
+// per Provider, and adds the holder column to a fence table made by an
+// earlier version.
 func (p *Provider) ensureFence(ctx context.Context) error {
 	return p.fenceSetup.Run(ctx, p.opts.Timeout, func(ctx context.Context) error {
-		if err := execCreate(ctx, p.pool, p.sql.createFence()); err != nil {
-			return fmt.Errorf("create fence %s: %w", p.opts.FenceTable, err)
-		}
+		what := "fence table " + p.opts.FenceTable
 		if p.sql.seq {
-			return nil
+			what = "fence sequence " + p.opts.FenceTable
+		}
+		hasHolder, err := p.createMissing(ctx, what, p.sql.fence, "holder", p.sql.createFence())
+		if err != nil || p.sql.seq || hasHolder {
+			return err
 		}
 		// A table made by an earlier version lacks the holder column. Only
 		// then take the ALTER's exclusive lock, which would stall grants.
-		var has bool
-		if err := p.pool.QueryRow(ctx, hasHolderSQL, p.sql.fence).Scan(&has); err != nil {
-			return fmt.Errorf("check fence table %s: %w", p.opts.FenceTable, err)
-		}
-		if !has {
-			if _, err := p.pool.Exec(ctx, p.sql.addHolder()); err != nil {
-				return fmt.Errorf("add holder to fence table %s: %w", p.opts.FenceTable, err)
-			}
+		if _, err := p.pool.Exec(ctx, p.sql.addHolder()); err != nil {
+			return fmt.Errorf("add holder to %s: %w", what, err)
 		}
 		return nil
 	})
 }
 
+// createMissing creates the relation t (quoted), described by what in
+// errors, with create, a CREATE ... IF NOT EXISTS statement, unless it
+// exists, and reports whether it has column. CREATE ... IF NOT EXISTS needs
+// CREATE on the schema even when the relation exists (PostgreSQL 15 revoked
+// it from PUBLIC on schema public), which a user that only uses the
+// relation may lack: create runs only when to_regclass finds no relation.
+// A Provider creating it meanwhile makes create succeed or fail (execCreate
+// absorbs a duplicate; a user without CREATE gets permission denied); the
+// check after it decides, so either way the relation is used once it exists.
+func (p *Provider) createMissing(ctx context.Context, what, t, column, create string) (hasColumn bool, err error) {
+	exists, hasColumn, err := p.layout(ctx, what, t, column)
+	if err != nil || exists {
+		return hasColumn, err
+	}
+	cerr := execCreate(ctx, p.pool, create)
+	exists, hasColumn, err = p.layout(ctx, what, t, column)
+	if cerr != nil && (err != nil || !exists) {
+		return false, fmt.Errorf("create %s: %w", what, cerr)
+	}
+	return hasColumn, err
+}
+
+// layout reports whether the relation t (quoted) exists and whether it has
+// column.
+func (p *Provider) layout(ctx context.Context, what, t, column string) (exists, hasColumn bool, err error) {
+	err = p.pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, t, column).Scan(&exists, &hasColumn)
+	if err != nil {
+		return false, false, fmt.Errorf("check %s: %w", what, err)
+	}
+	return exists, hasColumn, nil
+}
+
+// execCreate runs q, a CREATE ... IF NOT EXISTS statement. Concurrent
+// creators may race: a duplicate error means the winner made it.
 func execCreate(ctx context.Context, pool *pgxpool.Pool, q string) error {
 	for attempt := 0; ; attempt++ {
 		_, err := pool.Exec(ctx, q)

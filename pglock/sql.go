@@ -197,6 +197,8 @@ const resetTimeoutsSQL = `SELECT set_config(name, CASE name WHEN 'synchronous_co
 FROM pg_settings
 WHERE name IN ('lock_timeout', 'statement_timeout', 'idle_session_timeout', 'idle_in_transaction_session_timeout', 'synchronous_commit')`
 
+// createFence creates the fence sequence or table; createMissing runs it
+// only where the fence is missing.
 func (s *statements) createFence() string {
 	if s.seq {
 		return fmt.Sprintf(`CREATE SEQUENCE IF NOT EXISTS %s`, s.fence)
@@ -204,11 +206,8 @@ func (s *statements) createFence() string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (key text PRIMARY KEY, token bigint NOT NULL, holder text)`, s.fence)
 }
 
-// hasHolderSQL reports whether the fence table $1 has the holder column
-// (tables made by earlier versions lack it). Params: quoted table name.
-const hasHolderSQL = `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = $1::text::regclass AND attname = 'holder' AND NOT attisdropped)`
-
+// addHolder adds the holder column to a fence table made by an earlier
+// version (which needs the table's owner).
 func (s *statements) addHolder() string {
 	return fmt.Sprintf(`ALTER TABLE %s ADD COLUMN IF NOT EXISTS holder text`, s.fence)
 }
