@@ -174,7 +174,10 @@
 // logs one warning (WithLogger) naming the statement that adds the column,
 // ALTER TABLE <table> ADD COLUMN value MEDIUMBLOB. polllease then
 // heartbeats without values. A Provider opened after the column is added
-// uses it. The table is created only when information_schema does not
+// uses it: restart every instance of a polllease fleet then, since until
+// all announce, the instances that do and those that do not assign from
+// different owners (safe, as leases stay exclusive, but targets move
+// more). The table is created only when information_schema does not
 // show it, so a user that may only read and write it (SELECT, INSERT,
 // UPDATE, DELETE) needs no CREATE privilege. A Register or Announce also
 // deletes its group's rows that expired over an hour before, at most once

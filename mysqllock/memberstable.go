@@ -93,7 +93,8 @@ WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`, column, schema
 // whether the table has it: a duplicate column (error 1060), from a
 // Provider that added it meanwhile, is success, and a user without the
 // ALTER privilege (error 1142, ER_TABLEACCESS_DENIED_ERROR) leaves the
-// table without it.
+// table without it, unless the column was added meanwhile: the privilege
+// is checked before the column, so information_schema is asked again.
 func (p *Provider) addValueColumn(ctx context.Context) (bool, error) {
 	_, err := p.db.ExecContext(ctx, addValueSQL(p.sql.members))
 	if me := (*mysql.MySQLError)(nil); errors.As(err, &me) {
@@ -101,7 +102,8 @@ func (p *Provider) addValueColumn(ctx context.Context) (bool, error) {
 		case 1060:
 			return true, nil
 		case 1142:
-			return false, nil
+			_, values, err := p.membersColumns(ctx)
+			return values, err
 		}
 	}
 	if err != nil {

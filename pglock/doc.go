@@ -144,7 +144,10 @@
 // and goes on without values: Register, Heartbeat, Members and Deregister
 // work, and Announce fails with an error matching core.ErrUnsupported,
 // registering nothing, so polllease falls back to heartbeats. Providers
-// opened after the column is added use it. Such a role needs no CREATE on
+// opened after the column is added use it: restart every instance of a
+// polllease fleet then, since until all announce, the instances that do
+// and those that do not assign from different owners (safe, as leases stay
+// exclusive, but targets move more). Such a role needs no CREATE on
 // the schema either: the table is created only where it is missing.
 //
 // # Privileges

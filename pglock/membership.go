@@ -191,6 +191,12 @@ func (p *Provider) ensureMembers(ctx context.Context) error {
 		case err == nil || errors.As(err, &pgErr) && pgErr.Code == "42701":
 			return nil // 42701 (duplicate column): a Provider added it meanwhile
 		case errors.As(err, &pgErr) && pgErr.Code == "42501": // insufficient privilege
+			// The privilege is checked before the column: one added
+			// meanwhile by its owner is found by looking again.
+			what := "members table " + p.opts.MembersTable
+			if _, has, err := p.layout(ctx, what, t, "value"); err != nil || has {
+				return err
+			}
 			p.noValue.Store(true)
 			p.log.Warn("distlock: the members table has no value column, which this user may not add: Announce fails with core.ErrUnsupported, the other membership calls work, until its owner runs the statement and the Provider is reopened",
 				"backend", backend, "table", p.opts.MembersTable, "statement", addValueSQL(t))

@@ -30,11 +30,10 @@ func (m unsupportedAnnouncer) Announce(_ context.Context, group, _ string, _ tim
 // values from then on: the fleet stays trusted and shares the targets as
 // Assign does.
 func TestAnnounceUnsupportedFallsBack(t *testing.T) {
-	f := newFleet(t, targetNames(12))
+	f := newFleet(t, targetNames(20))
 	rec := newRecorder(slog.LevelWarn)
-	ids := []string{"a", "b", "c"}
 	ms := map[string]*countingHeartbeater{}
-	for _, id := range ids {
+	start := func(id string) {
 		p := newMemProvider(t, f.store, id, testLeaseTTL)
 		m := &countingHeartbeater{p: p}
 		cfg := f.config(id, p)
@@ -46,23 +45,34 @@ func TestAnnounceUnsupportedFallsBack(t *testing.T) {
 		ms[id] = m
 	}
 	targets, _ := f.targets.get(context.Background())
-	want := Assign(targets, ids, DefaultLoadFactor)
-	asAssigned := func() bool {
-		for _, id := range ids {
-			var mine []string
-			for t, m := range want {
-				if m == id {
-					mine = append(mine, t)
+	asAssigned := func(ids []string) func() bool {
+		want := Assign(targets, ids, DefaultLoadFactor)
+		return func() bool {
+			for _, id := range ids {
+				var mine []string
+				for t, m := range want {
+					if m == id {
+						mine = append(mine, t)
+					}
+				}
+				slices.Sort(mine)
+				if owned := f.node(id).c.Owned(); !slices.Equal(owned, mine) {
+					return false
 				}
 			}
-			slices.Sort(mine)
-			if owned := f.node(id).c.Owned(); !slices.Equal(owned, mine) {
-				return false
-			}
+			return true
 		}
-		return true
 	}
-	waitFor(t, "the targets held as Assign assigns them", 15*time.Second, asAssigned)
+	ids := []string{"a", "b", "c"}
+	for _, id := range ids {
+		start(id)
+	}
+	waitFor(t, "the targets held as Assign assigns them", 15*time.Second, asAssigned(ids))
+	// A join moves what Assign moves, not the fewest targets that the
+	// holdings would keep in place (AssignFrom).
+	ids = append(ids, "d")
+	start("d")
+	waitFor(t, "the targets held as Assign assigns them after a join", 15*time.Second, asAssigned(ids))
 
 	for _, id := range ids {
 		m := ms[id]
