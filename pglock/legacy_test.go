@@ -17,20 +17,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// appSchema creates, as admin (a superuser pool), a schema of the test's
+// own, where an application role gets no CREATE whatever the server
+// version (before PostgreSQL 15, PUBLIC may create in schema public), and
+// returns its name. It is dropped with what it holds when the test ends,
+// after the roles and pools made after it.
+func appSchema(t *testing.T, admin *pgxpool.Pool) string {
+	t.Helper()
+	schema := fmt.Sprintf("distlock_app_%08x", rand.Uint32())
+	_, err := admin.Exec(context.Background(), `CREATE SCHEMA `+schema)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), `DROP SCHEMA `+schema+` CASCADE`)
+		require.NoError(t, err)
+	})
+	return schema
+}
+
 // newAppRole creates a login role that owns nothing and may only read and
-// write table (with USAGE on the schema), as an application role next to
-// a migration role that owns the schema, and returns a pool connected as
+// write table (with USAGE on schema), as an application role next to a
+// migration role that owns the schema, and returns a pool connected as
 // it. admin is a superuser pool. The role goes when the test ends, after
 // the pool (and whatever the test opened on it afterwards) is closed.
-func newAppRole(t *testing.T, admin *pgxpool.Pool, table string) *pgxpool.Pool {
+func newAppRole(t *testing.T, admin *pgxpool.Pool, schema, table string) *pgxpool.Pool {
 	t.Helper()
-	return newGrantedRole(t, admin, fmt.Sprintf(`SELECT, INSERT, UPDATE, DELETE ON %s`, table))
+	return newGrantedRole(t, admin, schema, fmt.Sprintf(`SELECT, INSERT, UPDATE, DELETE ON %s`, table))
 }
 
 // newGrantedRole is newAppRole with the given privileges instead, each
-// "<privileges> ON <object>". The role has USAGE but no CREATE on schema
-// public, which the test checks.
-func newGrantedRole(t *testing.T, admin *pgxpool.Pool, grants ...string) *pgxpool.Pool {
+// "<privileges> ON <object>". The role has USAGE but no CREATE on schema,
+// which the test checks.
+func newGrantedRole(t *testing.T, admin *pgxpool.Pool, schema string, grants ...string) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	role := fmt.Sprintf("distlock_app_%08x", rand.Uint32())
@@ -42,7 +59,7 @@ func newGrantedRole(t *testing.T, admin *pgxpool.Pool, grants ...string) *pgxpoo
 			require.NoError(t, err, q)
 		}
 	})
-	qs := []string{`GRANT USAGE ON SCHEMA public TO ` + role, `REVOKE CREATE ON SCHEMA public FROM ` + role}
+	qs := []string{`GRANT USAGE ON SCHEMA ` + schema + ` TO ` + role}
 	for _, g := range grants {
 		qs = append(qs, fmt.Sprintf(`GRANT %s TO %s`, g, role))
 	}
@@ -51,16 +68,17 @@ func newGrantedRole(t *testing.T, admin *pgxpool.Pool, grants ...string) *pgxpoo
 		require.NoError(t, err, q)
 	}
 	var create bool
-	require.NoError(t, admin.QueryRow(ctx, `SELECT has_schema_privilege($1, 'public', 'CREATE')`, role).Scan(&create))
-	require.False(t, create, "the role may create in schema public (through PUBLIC?)")
+	require.NoError(t, admin.QueryRow(ctx, `SELECT has_schema_privilege($1, $2, 'CREATE')`, role, schema).Scan(&create))
+	require.False(t, create, "the role may create in schema %s", schema)
 	return newPool(t, func(c *pgxpool.Config) { c.ConnConfig.User = role })
 }
 
-// oldMembersTable creates a members table in the layout of the version
-// before values (no value column), dropped when the test ends.
-func oldMembersTable(t *testing.T, admin *pgxpool.Pool) string {
+// oldMembersTable creates a members table in schema in the layout of the
+// version before values (no value column), dropped when the test ends, and
+// returns its name, "<schema>.<table>".
+func oldMembersTable(t *testing.T, admin *pgxpool.Pool, schema string) string {
 	t.Helper()
-	table := fmt.Sprintf("distlock_members_legacy_%08x", rand.Uint32())
+	table := fmt.Sprintf("%s.distlock_members_legacy_%08x", schema, rand.Uint32())
 	_, err := admin.Exec(context.Background(), fmt.Sprintf(`CREATE TABLE %s (grp text, id text, expires_at timestamptz NOT NULL, PRIMARY KEY (grp, id))`, table))
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -87,8 +105,9 @@ WHERE attrelid = $1::text::regclass AND attname = 'value' AND NOT attisdropped)`
 func TestMembershipLegacyTable(t *testing.T) {
 	ctx := context.Background()
 	admin := newPool(t)
-	table := oldMembersTable(t, admin)
-	pool := newAppRole(t, admin, table)
+	schema := appSchema(t, admin)
+	table := oldMembersTable(t, admin, schema)
+	pool := newAppRole(t, admin, schema, table)
 	var logs syncBuffer
 	p := newProviderOn(t, pool, WithMembersTable(table),
 		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
@@ -115,7 +134,7 @@ func TestMembershipLegacyTable(t *testing.T) {
 
 	_, err = p.Announce(ctx, group, "c", time.Minute, []byte("v"))
 	require.ErrorIs(t, err, core.ErrUnsupported)
-	require.ErrorContains(t, err, fmt.Sprintf(`ALTER TABLE "%s" ADD COLUMN value bytea`, table))
+	require.ErrorContains(t, err, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN value bytea`, quoteIdent(table)))
 	var named *core.Error
 	require.ErrorAs(t, err, &named)
 	require.Equal(t, "announce", named.Op)
@@ -131,11 +150,11 @@ func TestMembershipLegacyTable(t *testing.T) {
 	require.False(t, hasValueColumn(t, admin, table), "the table was altered")
 	require.Equal(t, 1, strings.Count(logs.String(), "level=WARN"), logs.String())
 	require.Contains(t, logs.String(), "table="+table)
-	require.Contains(t, logs.String(), fmt.Sprintf(`ALTER TABLE \"%s\" ADD COLUMN value bytea`, table))
+	require.Contains(t, logs.String(), fmt.Sprintf(`ALTER TABLE %s ADD COLUMN value bytea`, strings.ReplaceAll(quoteIdent(table), `"`, `\"`)))
 
 	// The owner adds the column: a Provider opened now announces; the
 	// one opened before still does without.
-	_, err = admin.Exec(ctx, fmt.Sprintf(`ALTER TABLE "%s" ADD COLUMN value bytea`, table))
+	_, err = admin.Exec(ctx, fmt.Sprintf(`ALTER TABLE %s ADD COLUMN value bytea`, quoteIdent(table)))
 	require.NoError(t, err)
 	ms, err := newProviderOn(t, pool, WithMembersTable(table)).Announce(ctx, group, "c", time.Minute, []byte("v"))
 	require.NoError(t, err)
@@ -153,8 +172,9 @@ func TestMembershipLegacyTable(t *testing.T) {
 func TestMembershipLegacyNoCreate(t *testing.T) {
 	ctx := context.Background()
 	admin := newPool(t)
-	pool := newAppRole(t, admin, oldMembersTable(t, admin))
-	p := newProviderOn(t, pool, WithMembersTable(fmt.Sprintf("distlock_members_absent_%08x", rand.Uint32())))
+	schema := appSchema(t, admin)
+	pool := newAppRole(t, admin, schema, oldMembersTable(t, admin, schema))
+	p := newProviderOn(t, pool, WithMembersTable(fmt.Sprintf("%s.distlock_members_absent_%08x", schema, rand.Uint32())))
 	_, err := p.Members(ctx, uniqueName(t, "group"))
 	require.ErrorContains(t, err, "permission denied")
 	require.NotErrorIs(t, err, core.ErrUnsupported)

@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fenceObject creates, as admin, a fence sequence or table under a unique
-// name in the layout a Provider creates, dropped when the test ends, and
-// returns the option that names it and the privileges an application role
-// needs on it.
-func fenceObject(t *testing.T, admin *pgxpool.Pool, seq bool) (opt Option, grant string) {
+// fenceObject creates, as admin, a fence sequence or table in schema under
+// a unique name in the layout a Provider creates, dropped when the test
+// ends, and returns the option that names it and the privileges an
+// application role needs on it.
+func fenceObject(t *testing.T, admin *pgxpool.Pool, schema string, seq bool) (opt Option, grant string) {
 	t.Helper()
-	name := fmt.Sprintf("distlock_fence_app_%08x", rand.Uint32())
+	name := fmt.Sprintf("%s.distlock_fence_app_%08x", schema, rand.Uint32())
 	create, drop := `CREATE TABLE `+name+` (key text PRIMARY KEY, token bigint NOT NULL, holder text)`, `DROP TABLE `+name
 	opt, grant = WithFenceTable(name), `SELECT, INSERT, UPDATE ON `+name
 	if seq {
@@ -43,8 +43,9 @@ func TestFenceLeastPrivilege(t *testing.T) {
 	for _, seq := range []bool{true, false} {
 		t.Run(fmt.Sprint("sequence=", seq), func(t *testing.T) {
 			admin := newPool(t)
-			opt, grant := fenceObject(t, admin, seq)
-			pool := newGrantedRole(t, admin, grant)
+			schema := appSchema(t, admin)
+			opt, grant := fenceObject(t, admin, schema, seq)
+			pool := newGrantedRole(t, admin, schema, grant)
 			testFenceLeastPrivilege(t, pool, newProviderOn(t, pool, opt, WithIdentity("app-1")), newProviderOn(t, pool, opt))
 		})
 	}
@@ -148,16 +149,17 @@ func TestFenceLeastPrivilegeMissing(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			admin := newPool(t)
-			name := fmt.Sprintf("distlock_fence_absent_%08x", rand.Uint32())
+			schema := appSchema(t, admin)
+			name := fmt.Sprintf("%s.distlock_fence_absent_%08x", schema, rand.Uint32())
 			opt := WithFenceTable(name)
 			if seq {
 				opt = WithFenceSequence(name)
 			}
-			p := newProviderOn(t, newGrantedRole(t, admin), opt)
+			p := newProviderOn(t, newGrantedRole(t, admin, schema), opt)
 			for _, l := range []core.Locker{p.Mutex(uniqueName(t, "m")), p.RWMutex(uniqueName(t, "rw")).RLocker(), p.Semaphore(uniqueName(t, "s"), 2)} {
 				for _, acquire := range []func(context.Context) (core.Handle, error){l.TryAcquire, l.Acquire} {
 					_, err := acquire(ctx)
-					require.ErrorContains(t, err, "permission denied for schema public")
+					require.ErrorContains(t, err, "permission denied for schema "+schema)
 					require.ErrorContains(t, err, name)
 					require.NotErrorIs(t, err, core.ErrNotAcquired)
 					var named *core.Error
