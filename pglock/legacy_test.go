@@ -1,10 +1,8 @@
 package pglock
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/distlock/distlock/core"
+	"github.com/distlock/distlock/core/locktest"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -108,9 +107,8 @@ func TestMembershipLegacyTable(t *testing.T) {
 	schema := appSchema(t, admin)
 	table := oldMembersTable(t, admin, schema)
 	pool := newAppRole(t, admin, schema, table)
-	var logs syncBuffer
-	p := newProviderOn(t, pool, WithMembersTable(table),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	var logs locktest.LogBuffer
+	p := newProviderOn(t, pool, WithMembersTable(table), WithLogger(logs.Logger()))
 	group := uniqueName(t, "group")
 
 	// The first calls race for the setup.
@@ -181,22 +179,4 @@ func TestMembershipLegacyNoCreate(t *testing.T) {
 	_, err = p.Announce(ctx, uniqueName(t, "group"), "a", time.Minute, nil)
 	require.ErrorContains(t, err, "permission denied")
 	require.NotErrorIs(t, err, core.ErrUnsupported)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
