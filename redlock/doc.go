@@ -52,7 +52,11 @@
 // inbox channel of its Provider's own that no other process hears (the
 // release hands nothing over): it then takes the lock on every server, where
 // waiters that raced after each release would split the servers' votes
-// and all retry. Because its turn is announced, a mutex waiter's
+// and all retry. A mutex waiter whose first try found the lock held does
+// not try again until its turn is announced, where its Provider's
+// subscriptions to every server ran from before that try; otherwise a
+// release in between may have gone unheard, and it tries again at once
+// after subscribing. Because its turn is announced, a mutex waiter's
 // fallback retries start at 100 ms at least, whatever the backoff's
 // minimum: with many waiters, each retry a script call on every server,
 // frequent retries cost more than they save. Each attempt refreshes the waiter's place for

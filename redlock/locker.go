@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core"
@@ -82,7 +83,10 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	wait := max(time.Second, 3*l.p.cfg.backoff.Max)
 	ticket := uint64(time.Now().UnixMicro())
 	c := newCalls(l.p, redisop.Grant{Lock: l.lock, Owner: owner}, true)
-	h, _, err := l.try(ctx, c, wait, ticket)
+	handoff := l.p.servers[0].client.HandoffKey(l.lock, owner)
+	heard := l.p.expectTurn(handoff)
+	defer heard.forget()
+	h, retryIn, err := l.try(ctx, c, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 		if err != nil {
 			c.giveUp()
@@ -91,17 +95,30 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	}
 	// A release wakes the first waiter alone (AcquireCounted), by its
 	// handoff key; the lock's own key wakes every waiter.
-	wake, stop := l.p.subscribe(key, l.p.servers[0].client.HandoffKey(l.lock, owner))
+	wake, stop := l.p.subscribe(key, handoff)
 	defer stop()
-	// A mutex waiter is woken on its inbox when its turn comes, and
-	// kit.Wait tries again at once after it subscribed, which covers a
-	// release between its first try and the subscription: its retries
-	// only cover a lost wake-up, and start at mutexPollMin.
+	// A mutex waiter is woken on its inbox when its turn comes: its
+	// retries only cover a lost wake-up, and start at mutexPollMin. One
+	// whose first try found the lock held (retryIn > 0: the holder's
+	// remaining lease) waits for its turn without trying again when no
+	// server announced it since before that try, and every server's
+	// subscription ran throughout (an announcement then reached its
+	// waker). Otherwise, and for a writer, kit.Wait tries again at once
+	// after it subscribed, which covers a release between the first try
+	// and the subscription.
 	b := l.p.cfg.backoff
+	skip := false
 	if l.lock.Kind == redisop.KindMutex {
-		b = b.AtLeast(mutexPollMin)
+		b, skip = b.AtLeast(mutexPollMin), retryIn > 0 && heard.unheard(l.p)
+	}
+	if f := onWait.Load(); f != nil {
+		(*f)(l.lock.Name, skip)
 	}
 	h, err = kit.Wait(ctx, b, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
+		if skip {
+			skip = false
+			return nil, retryIn, errHeldElsewhere
+		}
 		return l.try(ctx, c, wait, ticket)
 	})
 	if err != nil {
@@ -383,6 +400,52 @@ func (p *Provider) fence(ctx context.Context, lock redisop.Lock, granted map[int
 		}
 	}
 	return 0, fmt.Errorf("fencing token %d written back to too few servers: %w", token, errors.Join(errs...))
+}
+
+// onWait, set by tests, is told before a waiting Acquire's wait whether
+// it skips the try at once after subscribing.
+var onWait atomic.Pointer[func(name string, skip bool)]
+
+// errHeldElsewhere is why a mutex waiter that queued and was not
+// announced its turn waits without trying again.
+var errHeldElsewhere = kit.Busy("held by another owner; waiting for the turn to be announced")
+
+// turnHeard is a waiter's ExpectTurn on every server, and the servers'
+// subscriptions when it registered.
+type turnHeard struct {
+	heard   []func() bool
+	forgets []func()
+	live    []uint64 // each waker's Listening
+}
+
+// expectTurn registers the waiter with handoff key handoff on every
+// server's waker, before the try that queues it.
+func (p *Provider) expectTurn(handoff string) *turnHeard {
+	t := &turnHeard{}
+	for _, s := range p.servers {
+		h, f := s.waker.ExpectTurn(handoff)
+		t.heard, t.forgets = append(t.heard, h), append(t.forgets, f)
+		t.live = append(t.live, s.waker.Listening())
+	}
+	return t
+}
+
+// unheard reports that no server announced the turn since expectTurn,
+// and that none could have unheard: every server's subscription ran
+// throughout, so each announcement reached its waker.
+func (t *turnHeard) unheard(p *Provider) bool {
+	for i, s := range p.servers {
+		if t.live[i] == 0 || s.waker.Listening() != t.live[i] || t.heard[i]() {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *turnHeard) forget() {
+	for _, f := range t.forgets {
+		f()
+	}
 }
 
 // subscribe merges the release announcements of every server for keys.

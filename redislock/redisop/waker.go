@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/distlock/distlock/core/kit"
@@ -38,6 +39,12 @@ type Waker struct {
 
 	hmu      sync.Mutex
 	handoffs map[string]uint64 // HandoffKeys of waiting mutex acquires → token handed (0: none yet)
+	turns    map[string]bool   // HandoffKeys of waiting mutex acquires → an announcement came
+
+	// live is the number of the subscription that the server confirmed
+	// on every channel and that still runs, 0 when none does (Listening);
+	// subs numbers them.
+	live, subs atomic.Uint64
 }
 
 // wakerLinger is how long the subscription stays open after its last
@@ -51,7 +58,7 @@ func NewWaker(rdb redis.UniversalClient, log *slog.Logger, channels ...string) *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Waker{rdb: rdb, channels: channels, log: log, handoffs: map[string]uint64{}}
+	w := &Waker{rdb: rdb, channels: channels, log: log, handoffs: map[string]uint64{}, turns: map[string]bool{}}
 	w.n.OnFirst = w.first
 	w.n.OnLast = w.last
 	return w
@@ -68,6 +75,12 @@ func (w *Waker) Subscribe(key string) (<-chan struct{}, func()) {
 // Notify wakes the local subscribers of key, as an announcement of key
 // would: a backend that hands a lock on within its process uses it.
 func (w *Waker) Notify(key string) { w.n.Notify(key) }
+
+// Listening returns a number that stays the same, and is not 0, for as
+// long as one subscription of the Waker runs that the server confirmed on
+// every channel: every message published meanwhile reaches the Waker. It
+// returns 0 when none runs.
+func (w *Waker) Listening() uint64 { return w.live.Load() }
 
 // Waiting returns how many keys have subscribers.
 func (w *Waker) Waiting() int { return w.n.Len() }
@@ -97,16 +110,40 @@ func (w *Waker) ExpectHandoff(key string) (take func() uint64, forget func()) {
 	return take, forget
 }
 
+// ExpectTurn registers a waiting mutex acquire under its HandoffKey, for
+// a release that announces its turn without handing it the lock (RedLock's
+// ticket order). heard reports whether such an announcement, or a handoff,
+// came since; forget unregisters. Register before the attempt that may
+// queue the waiter, so that an announcement that comes before it
+// subscribes is kept.
+func (w *Waker) ExpectTurn(key string) (heard func() bool, forget func()) {
+	w.hmu.Lock()
+	w.turns[key] = false
+	w.hmu.Unlock()
+	heard = func() bool {
+		w.hmu.Lock()
+		defer w.hmu.Unlock()
+		return w.turns[key]
+	}
+	forget = func() {
+		w.hmu.Lock()
+		delete(w.turns, key)
+		w.hmu.Unlock()
+	}
+	return heard, forget
+}
+
 // deliver routes one message of the channel.
 func (w *Waker) deliver(payload string) {
 	key, tok := parseHandoff(payload)
-	if tok != 0 {
-		w.hmu.Lock()
-		if _, ok := w.handoffs[key]; ok {
-			w.handoffs[key] = tok
-		}
-		w.hmu.Unlock()
+	w.hmu.Lock()
+	if _, ok := w.handoffs[key]; ok && tok != 0 {
+		w.handoffs[key] = tok
 	}
+	if _, ok := w.turns[key]; ok {
+		w.turns[key] = true
+	}
+	w.hmu.Unlock()
 	w.n.Notify(key)
 }
 
@@ -171,6 +208,7 @@ type listener struct {
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	stopped bool
+	epoch   uint64 // the Waker's live number while this listener's subscription runs
 }
 
 // healthEvery is how long the listener waits for a message before it pings
@@ -193,6 +231,7 @@ func (r *listener) loop() {
 		if r.receive(ps) {
 			fails = 0
 		}
+		r.unlive()
 		_ = ps.Close()
 		// Signals may have been missed while the subscription was down.
 		r.w.n.NotifyAll()
@@ -209,7 +248,7 @@ func (r *listener) loop() {
 // reports whether anything was received.
 func (r *listener) receive(ps *redis.PubSub) (ok bool) {
 	ctx := context.Background()
-	pinged := false
+	pinged, subscribed := false, 0
 	for {
 		msg, err := ps.ReceiveTimeout(ctx, healthEvery)
 		select {
@@ -236,9 +275,33 @@ func (r *listener) receive(ps *redis.PubSub) (ok bool) {
 			r.w.deliver(m.Payload)
 		case *redis.Subscription:
 			// (Re)subscribed: releases made before now were not seen.
+			if m.Kind == "subscribe" {
+				if subscribed++; subscribed == len(r.w.channels) {
+					r.setLive()
+				}
+			}
 			r.w.n.NotifyAll()
 		}
 	}
+}
+
+// setLive numbers the subscription the server just confirmed on every
+// channel and makes it the Waker's live one, unless the listener stopped.
+func (r *listener) setLive() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.stopped {
+		r.epoch = r.w.subs.Add(1)
+		r.w.live.Store(r.epoch)
+	}
+}
+
+// unlive ends the listener's subscription as the Waker's live one, unless
+// a later listener's has taken its place.
+func (r *listener) unlive() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.w.live.CompareAndSwap(r.epoch, 0)
 }
 
 func (r *listener) setPubSub(ps *redis.PubSub) bool {
@@ -259,6 +322,7 @@ func (r *listener) close() {
 		return
 	}
 	r.stopped = true
+	r.w.live.CompareAndSwap(r.epoch, 0)
 	close(r.stop)
 	ps := r.ps
 	r.mu.Unlock()
