@@ -114,22 +114,15 @@ func TestMembershipBadInput(t *testing.T) {
 func TestMembershipConcurrent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	var wg sync.WaitGroup
-	for i := range 4 {
-		p := newProvider(t, dir)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 20 {
-				id := fmt.Sprintf("p%d-%d", i, j%3)
-				assert.NoError(t, p.Register(ctx, "g", id, time.Hour))
-				got, err := p.Members(ctx, "g")
-				assert.NoError(t, err)
-				assert.Contains(t, got, id)
-			}
-		}()
-	}
-	wg.Wait()
+	onProviders(t, dir, func(i int, p *Provider) {
+		for j := range 20 {
+			id := fmt.Sprintf("p%d-%d", i, j%3)
+			assert.NoError(t, p.Register(ctx, "g", id, time.Hour))
+			got, err := p.Members(ctx, "g")
+			assert.NoError(t, err)
+			assert.Contains(t, got, id)
+		}
+	})
 	got, err := newProvider(t, dir).Members(ctx, "g")
 	require.NoError(t, err)
 	assert.Len(t, got, 12)
@@ -199,30 +192,34 @@ func TestAnnounceFiles(t *testing.T) {
 // another.
 func TestAnnounceConcurrent(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	onProviders(t, t.TempDir(), func(i int, p *Provider) {
+		for j := range 20 {
+			// Each value is one repeated byte, its length set by it.
+			b := byte(i*20 + j)
+			value := bytes.Repeat([]byte{b}, 1000+int(b)*500)
+			ms, err := p.Announce(ctx, "g", fmt.Sprint("p", i), time.Hour, value)
+			if !assert.NoError(t, err) {
+				return
+			}
+			for _, m := range ms {
+				if !assert.NotEmpty(t, m.Value, m.ID) {
+					continue
+				}
+				want := bytes.Repeat(m.Value[:1], 1000+int(m.Value[0])*500)
+				assert.True(t, bytes.Equal(m.Value, want), "%s's value of %d bytes is torn", m.ID, len(m.Value))
+			}
+		}
+	})
+}
+
+// onProviders runs f at once on 4 Providers of dir, each in a goroutine of
+// its own, and returns when all have returned.
+func onProviders(t *testing.T, dir string, f func(i int, p *Provider)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for i := range 4 {
 		p := newProvider(t, dir)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range 20 {
-				// Each value is one repeated byte, its length set by it.
-				b := byte(i*20 + j)
-				value := bytes.Repeat([]byte{b}, 1000+int(b)*500)
-				ms, err := p.Announce(ctx, "g", fmt.Sprint("p", i), time.Hour, value)
-				if !assert.NoError(t, err) {
-					return
-				}
-				for _, m := range ms {
-					if !assert.NotEmpty(t, m.Value, m.ID) {
-						continue
-					}
-					want := bytes.Repeat(m.Value[:1], 1000+int(m.Value[0])*500)
-					assert.True(t, bytes.Equal(m.Value, want), "%s's value of %d bytes is torn", m.ID, len(m.Value))
-				}
-			}
-		}()
+		wg.Go(func() { f(i, p) })
 	}
 	wg.Wait()
 }

@@ -37,9 +37,8 @@ type Waker struct {
 	closed bool
 	wg     sync.WaitGroup
 
-	hmu      sync.Mutex
-	handoffs map[string]uint64 // HandoffKeys of waiting mutex acquires → token handed (0: none yet)
-	turns    map[string]bool   // HandoffKeys of waiting mutex acquires → an announcement came
+	hmu     sync.Mutex
+	expects map[string]*expected // HandoffKeys of waiting mutex acquires
 
 	// live is the number of the subscription that the server confirmed
 	// on every channel and that still runs, 0 when none does (Listening);
@@ -58,7 +57,7 @@ func NewWaker(rdb redis.UniversalClient, log *slog.Logger, channels ...string) *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Waker{rdb: rdb, channels: channels, log: log, handoffs: map[string]uint64{}, turns: map[string]bool{}}
+	w := &Waker{rdb: rdb, channels: channels, log: log, expects: map[string]*expected{}}
 	w.n.OnFirst = w.first
 	w.n.OnLast = w.last
 	return w
@@ -85,50 +84,53 @@ func (w *Waker) Listening() uint64 { return w.live.Load() }
 // Waiting returns how many keys have subscribers.
 func (w *Waker) Waiting() int { return w.n.Len() }
 
-// ExpectHandoff registers a waiting mutex acquire under its HandoffKey.
-// take returns the token of a handoff announced since (0 if none); forget
-// unregisters. Register before the attempt that may queue the waiter, so
-// that an announcement that comes before it subscribes is kept.
-func (w *Waker) ExpectHandoff(key string) (take func() uint64, forget func()) {
+// expected is what was announced to a waiting mutex acquire registered by
+// ExpectHandoff or ExpectTurn.
+type expected struct {
+	tok   uint64 // the token of a handoff not taken yet (0: none)
+	heard bool   // some announcement came
+}
+
+// expect registers key, and returns its entry and the func that
+// unregisters it. Register before the attempt that may queue the waiter,
+// so that an announcement that comes before it subscribes is kept.
+func (w *Waker) expect(key string) (*expected, func()) {
+	e := &expected{}
 	w.hmu.Lock()
-	w.handoffs[key] = 0
+	w.expects[key] = e
 	w.hmu.Unlock()
+	return e, func() {
+		w.hmu.Lock()
+		delete(w.expects, key)
+		w.hmu.Unlock()
+	}
+}
+
+// ExpectHandoff registers a waiting mutex acquire under its HandoffKey
+// (see expect). take returns the token of a handoff announced since (0 if
+// none), once; forget unregisters.
+func (w *Waker) ExpectHandoff(key string) (take func() uint64, forget func()) {
+	e, forget := w.expect(key)
 	take = func() uint64 {
 		w.hmu.Lock()
 		defer w.hmu.Unlock()
-		tok := w.handoffs[key]
-		if tok != 0 {
-			w.handoffs[key] = 0
-		}
+		tok := e.tok
+		e.tok = 0
 		return tok
-	}
-	forget = func() {
-		w.hmu.Lock()
-		delete(w.handoffs, key)
-		w.hmu.Unlock()
 	}
 	return take, forget
 }
 
-// ExpectTurn registers a waiting mutex acquire under its HandoffKey, for
-// a release that announces its turn without handing it the lock (RedLock's
-// ticket order). heard reports whether such an announcement, or a handoff,
-// came since; forget unregisters. Register before the attempt that may
-// queue the waiter, so that an announcement that comes before it
-// subscribes is kept.
+// ExpectTurn registers a waiting mutex acquire under its HandoffKey (see
+// expect), for a release that announces its turn without handing it the
+// lock (RedLock's ticket order). heard reports whether an announcement, or
+// a handoff, came since; forget unregisters.
 func (w *Waker) ExpectTurn(key string) (heard func() bool, forget func()) {
-	w.hmu.Lock()
-	w.turns[key] = false
-	w.hmu.Unlock()
+	e, forget := w.expect(key)
 	heard = func() bool {
 		w.hmu.Lock()
 		defer w.hmu.Unlock()
-		return w.turns[key]
-	}
-	forget = func() {
-		w.hmu.Lock()
-		delete(w.turns, key)
-		w.hmu.Unlock()
+		return e.heard
 	}
 	return heard, forget
 }
@@ -137,11 +139,11 @@ func (w *Waker) ExpectTurn(key string) (heard func() bool, forget func()) {
 func (w *Waker) deliver(payload string) {
 	key, tok := parseHandoff(payload)
 	w.hmu.Lock()
-	if _, ok := w.handoffs[key]; ok && tok != 0 {
-		w.handoffs[key] = tok
-	}
-	if _, ok := w.turns[key]; ok {
-		w.turns[key] = true
+	if e, ok := w.expects[key]; ok {
+		e.heard = true
+		if tok != 0 {
+			e.tok = tok
+		}
 	}
 	w.hmu.Unlock()
 	w.n.Notify(key)
