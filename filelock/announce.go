@@ -34,14 +34,8 @@ var _ core.Announcer = (*Provider)(nil)
 // expired ones. Errors are Register's, and one matching
 // core.ErrInvalidArgument for a value over core.MaxMemberValue bytes.
 func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
-	if err := p.memberArgs(ctx, "announce", group, id); err != nil {
+	if err := p.registration(ctx, "announce", group, id, ttl, value); err != nil {
 		return nil, err
-	}
-	if err := kit.ValidateAnnounce(group, id, value); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
-	}
-	if ttl <= 0 {
-		return nil, kit.Wrap(backend, "announce", group, kit.Invalid("ttl %v must be positive", ttl))
 	}
 	expiry := p.now().Add(ttl).UnixNano()
 	var live []core.Member

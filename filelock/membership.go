@@ -45,11 +45,8 @@ var _ core.Membership = (*Provider)(nil)
 // invalid group or id, core.ErrInvalidArgument for ttl ≤ 0, a nil context
 // or a directory that cannot hold files.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := p.memberArgs(ctx, "register", group, id); err != nil {
+	if err := p.registration(ctx, "register", group, id, ttl, nil); err != nil {
 		return err
-	}
-	if ttl <= 0 {
-		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be positive", ttl))
 	}
 	expiry := p.now().Add(ttl).UnixNano()
 	err := p.withGroup(ctx, group, false, func(dir string) error {
@@ -110,6 +107,21 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 		ids[i] = m.ID
 	}
 	return ids, nil
+}
+
+// registration checks the arguments of a registration (op) as memberArgs
+// does, and its value and ttl; its error is wrapped for op.
+func (p *Provider) registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
+	if err := p.memberArgs(ctx, op, group, id); err != nil {
+		return err
+	}
+	if len(value) > core.MaxMemberValue {
+		return kit.Wrap(backend, op, group, kit.ValidateAnnounce(group, id, value))
+	}
+	if ttl <= 0 {
+		return kit.Wrap(backend, op, group, kit.Invalid("ttl %v must be positive", ttl))
+	}
+	return nil
 }
 
 func (p *Provider) memberArgs(ctx context.Context, op, group string, ids ...string) error {

@@ -84,7 +84,7 @@ func (c *Coordinator) settleHandoffs(tick uint64, owners, prev map[string]string
 		case o != "" && o != c.id && prev[t] == h.to && o == backup(t, h.to, c.members):
 			delete(c.handedTo, t)
 			c.holdOff(t, h.to, now)
-		case o != "" || c.assign[t] != h.to || tick > h.tick+handbackWindow || !c.targets[t]:
+		case o != "" || c.assign[t] != h.to || tick > h.tick+handbackWindow:
 			delete(c.handedTo, t)
 		}
 	}

@@ -137,11 +137,18 @@ func AssignFrom(targets, members []string, owners map[string]string, loadFactor 
 		load[m] = len(ts)
 		deficit += max(0, floor-len(ts))
 	}
+	if deficit > len(pool) {
+		// Donors give up their lowest-scoring targets: order each
+		// member's targets from its highest score down.
+		for m, ts := range held {
+			sortByScore(members[m], ts)
+		}
+	}
 	for deficit > len(pool) {
 		// Never endless: with every member at or below floor, the
 		// pool already covers the deficit, since floor × members ≤
 		// targets.
-		t, m := donate(held, load, members)
+		t, m := donate(held, load)
 		pool = append(pool, t)
 		if load[m] < floor {
 			deficit++
@@ -194,7 +201,7 @@ func keep(targets, members []string, owners map[string]string, limit int) (held 
 	}
 	for m, ts := range held {
 		if len(ts) > limit {
-			slices.SortFunc(ts, byScore(members[m]))
+			sortByScore(members[m], ts)
 			pool = append(pool, ts[limit:]...)
 			held[m] = ts[:limit]
 		}
@@ -203,9 +210,10 @@ func keep(targets, members []string, owners map[string]string, limit int) (held 
 }
 
 // donate takes from the most loaded member (the first in order among
-// equals) the target it scores lowest, and returns the target and the
-// member's index; load counts held.
-func donate(held [][]string, load []int, members []string) (string, int) {
+// equals) the target it scores lowest, the last of its targets, which are
+// in sortByScore order, and returns the target and the member's index; load
+// counts held.
+func donate(held [][]string, load []int) (string, int) {
 	top := 0
 	for m := range load {
 		if load[m] > load[top] {
@@ -213,19 +221,28 @@ func donate(held [][]string, load []int, members []string) (string, int) {
 		}
 	}
 	ts := held[top]
-	i := slices.Index(ts, slices.MaxFunc(ts, byScore(members[top])))
-	t := ts[i]
-	ts[i] = ts[len(ts)-1]
+	t := ts[len(ts)-1]
 	held[top] = ts[:len(ts)-1]
 	load[top]--
 	return t, top
 }
 
-// byScore orders targets by member's score for them, highest first, then
-// by name.
-func byScore(member string) func(a, b string) int {
-	return func(a, b string) int {
-		return cmp.Or(cmp.Compare(score(member, b), score(member, a)), cmp.Compare(a, b))
+// sortByScore orders targets by member's score for them, highest first,
+// then by name, scoring each once.
+func sortByScore(member string, targets []string) {
+	type scored struct {
+		score  uint64
+		target string
+	}
+	ss := make([]scored, len(targets))
+	for i, t := range targets {
+		ss[i] = scored{score(member, t), t}
+	}
+	slices.SortFunc(ss, func(a, b scored) int {
+		return cmp.Or(cmp.Compare(b.score, a.score), cmp.Compare(a.target, b.target))
+	})
+	for i, s := range ss {
+		targets[i] = s.target
 	}
 }
 

@@ -14,11 +14,8 @@ import (
 // An invalid group or id is an error matching core.ErrInvalidName, ttl ≤ 0
 // one matching core.ErrInvalidArgument.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := memberArgs(ctx, group, id); err != nil {
-		return kit.Wrap(backend, "register", group, err)
-	}
-	if ttl <= 0 {
-		return kit.Wrap(backend, "register", group, kit.Invalid("ttl %v must be positive", ttl))
+	if err := registration(ctx, "register", group, id, ttl, nil); err != nil {
+		return err
 	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
@@ -73,14 +70,8 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 // beat registers id in group for ttl with value, and lists the live
 // members with their values; errors are wrapped for op.
 func (p *Provider) beat(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, kit.Wrap(backend, op, group, err)
-	}
-	if err := kit.ValidateAnnounce(group, id, value); err != nil {
-		return nil, kit.Wrap(backend, op, group, err)
-	}
-	if ttl <= 0 {
-		return nil, kit.Wrap(backend, op, group, kit.Invalid("ttl %v must be positive", ttl))
+	if err := registration(ctx, op, group, id, ttl, value); err != nil {
+		return nil, err
 	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
@@ -91,6 +82,22 @@ func (p *Provider) beat(ctx context.Context, op, group, id string, ttl time.Dura
 		out[i] = core.Member{ID: m, Value: slices.Clone(p.s.members[group][m].value)}
 	}
 	return out, nil
+}
+
+// registration checks a registration's (op) context, group, id, value
+// and ttl; its error is wrapped for op.
+func registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
+	err := memberArgs(ctx, group, id)
+	if err == nil {
+		err = kit.ValidateAnnounce(group, id, value)
+	}
+	if err == nil && ttl <= 0 {
+		err = kit.Invalid("ttl %v must be positive", ttl)
+	}
+	if err != nil {
+		return kit.Wrap(backend, op, group, err)
+	}
+	return nil
 }
 
 func memberArgs(ctx context.Context, group, id string) error {

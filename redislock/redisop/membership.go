@@ -47,7 +47,7 @@ func (c *Client) WithStamp(stamp uint64) *Client {
 // Register adds id to group, or refreshes it, for ttl by the server's clock,
 // with an empty value: one script call.
 func (c *Client) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := memberArgs(group, id, ttl); err != nil {
+	if err := kit.ValidateRegistration(group, id, nil, ttl, time.Millisecond); err != nil {
 		return err
 	}
 	return c.enroll(ctx, scriptMemberRegister, group, id, ttl, nil).Err()
@@ -75,7 +75,7 @@ func (c *Client) Members(ctx context.Context, group string) ([]string, error) {
 // does, and lists the live ids of group, sorted, by the server's clock: one
 // script call.
 func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := memberArgs(group, id, ttl); err != nil {
+	if err := kit.ValidateRegistration(group, id, nil, ttl, time.Millisecond); err != nil {
 		return nil, err
 	}
 	return memberIDs(c.enroll(ctx, scriptHeartbeat, group, id, ttl, nil))
@@ -87,27 +87,10 @@ func (c *Client) Heartbeat(ctx context.Context, group, id string, ttl time.Durat
 // byte and may be at most core.MaxMemberValue bytes. An id registered by a
 // version that kept no values is listed with an empty value and stamp 0.
 func (c *Client) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]Member, error) {
-	if err := kit.ValidateAnnounce(group, id, value); err != nil {
-		return nil, err
-	}
-	if err := memberTTL(ttl); err != nil {
+	if err := kit.ValidateRegistration(group, id, value, ttl, time.Millisecond); err != nil {
 		return nil, err
 	}
 	return members(c.enroll(ctx, scriptMemberAnnounce, group, id, ttl, value))
-}
-
-func memberArgs(group, id string, ttl time.Duration) error {
-	if err := kit.ValidateMember(group, id); err != nil {
-		return err
-	}
-	return memberTTL(ttl)
-}
-
-func memberTTL(ttl time.Duration) error {
-	if ttl.Milliseconds() < 1 {
-		return kit.Invalid("membership ttl %v is under a millisecond", ttl)
-	}
-	return nil
 }
 
 // enroll runs a registration script s (lib.lua's enroll) for id with value.
