@@ -20,9 +20,15 @@ import (
 // earlier versions wrote, and their entries read as an empty value).
 
 type member struct {
+	memberHead
+	Value []byte `json:"value,omitempty"` // base64 in JSON
+}
+
+// memberHead is a member's entry without its value, which Members does not
+// decode.
+type memberHead struct {
 	ID    string `json:"id"`
 	TTLms int64  `json:"ttl_ms"`
-	Value []byte `json:"value,omitempty"` // base64 in JSON
 }
 
 // Register adds id to group, or refreshes it, for ttl, with an empty
@@ -69,7 +75,7 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 	}
 	put := make(chan error, 1)
 	go func() { put <- p.putMember(ctx, kv, group, id, ttl, value) }()
-	ms, err := p.listMembers(ctx, group)
+	ms, err := p.listMembers(ctx, group, true)
 	if perr := <-put; perr != nil {
 		err = perr
 	}
@@ -83,7 +89,7 @@ func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Dura
 
 // putMember writes id's entry in group.
 func (p *Provider) putMember(ctx context.Context, kv jetstream.KeyValue, group, id string, ttl time.Duration, value []byte) error {
-	val, err := json.Marshal(member{ID: id, TTLms: ttl.Milliseconds(), Value: value})
+	val, err := json.Marshal(member{memberHead{ID: id, TTLms: ttl.Milliseconds()}, value})
 	if err == nil {
 		_, err = kv.Put(ctx, memberKey(group, id), val)
 	}
@@ -117,7 +123,7 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
 	defer cancel()
-	ms, err := p.listMembers(ctx, group)
+	ms, err := p.listMembers(ctx, group, false)
 	if err != nil {
 		return nil, kit.Wrap(backend, "members", group, err)
 	}
@@ -128,8 +134,9 @@ func (p *Provider) Members(ctx context.Context, group string) ([]string, error) 
 	return ids, nil
 }
 
-// listMembers reads the live members of group, by key.
-func (p *Provider) listMembers(ctx context.Context, group string) (map[string]core.Member, error) {
+// listMembers reads the live members of group, by key, with their values
+// when values is set.
+func (p *Provider) listMembers(ctx context.Context, group string, values bool) (map[string]core.Member, error) {
 	kv, err := p.membersKV(ctx)
 	if err != nil {
 		return nil, err
@@ -137,7 +144,11 @@ func (p *Provider) listMembers(ctx context.Context, group string) (map[string]co
 	ms := make(map[string]core.Member)
 	err = p.scan(ctx, kv, kit.SafeName(group)+".*", false, func(e kvEntry) {
 		var m member
-		if json.Unmarshal(e.value, &m) == nil && time.Since(e.created) < time.Duration(m.TTLms)*time.Millisecond {
+		var dst any = &m
+		if !values {
+			dst = &m.memberHead
+		}
+		if json.Unmarshal(e.value, dst) == nil && time.Since(e.created) < time.Duration(m.TTLms)*time.Millisecond {
 			ms[e.key] = core.Member{ID: m.ID, Value: m.Value}
 		} else {
 			delete(ms, e.key) // the key's latest entry is expired or unreadable
