@@ -32,20 +32,14 @@ import (
 // value: two round trips (a lease grant and a put). ttl must be positive
 // and at most MaxTTL.
 func (p *Provider) Register(ctx context.Context, group, id string, ttl time.Duration) error {
-	if err := validMember(group, id, nil, ttl); err != nil {
-		return kit.Wrap(backend, "register", group, err)
-	}
-	_, _, err := p.register(ctx, "register", group, id, ttl, nil, false)
+	_, _, err := p.register(ctx, "register", group, id, ttl, nil, listNone)
 	return err
 }
 
 // Heartbeat is Register followed by Members, in two round trips: the put
 // and the listing share one transaction.
 func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Duration) ([]string, error) {
-	if err := validMember(group, id, nil, ttl); err != nil {
-		return nil, kit.Wrap(backend, "heartbeat", group, err)
-	}
-	kvs, _, err := p.register(ctx, "heartbeat", group, id, ttl, nil, true)
+	kvs, _, err := p.register(ctx, "heartbeat", group, id, ttl, nil, listIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -61,21 +55,29 @@ func (p *Provider) Heartbeat(ctx context.Context, group, id string, ttl time.Dur
 // is about 2 GiB) and built in the server's memory, so the group's values
 // together are what limits a group.
 func (p *Provider) Announce(ctx context.Context, group, id string, ttl time.Duration, value []byte) ([]core.Member, error) {
-	if err := validMember(group, id, value, ttl); err != nil {
-		return nil, kit.Wrap(backend, "announce", group, err)
-	}
-	kvs, vals, err := p.register(ctx, "announce", group, id, ttl, value, true)
+	kvs, vals, err := p.register(ctx, "announce", group, id, ttl, value, listValues)
 	if err != nil {
 		return nil, err
 	}
 	return p.decodeMembers(group, kvs, vals), nil
 }
 
-// register writes id's key, and value's key or its deletion, on a new
-// lease of ttl and, with list, reads the group's member keys and, with
-// values, its value keys, in the same transaction. Errors are wrapped for
-// op.
-func (p *Provider) register(ctx context.Context, op, group, id string, ttl time.Duration, value []byte, list bool) ([]*mvccpb.KeyValue, []*mvccpb.KeyValue, error) {
+// listing is what a registration reads back in its transaction.
+type listing int
+
+const (
+	listNone   listing = iota
+	listIDs            // the group's member keys
+	listValues         // and its value keys
+)
+
+// register checks its arguments, writes id's key, and value's key or its
+// deletion, on a new lease of ttl, and reads what list asks for in the same
+// transaction. Errors are wrapped for op.
+func (p *Provider) register(ctx context.Context, op, group, id string, ttl time.Duration, value []byte, list listing) ([]*mvccpb.KeyValue, []*mvccpb.KeyValue, error) {
+	if err := validMember(group, id, value, ttl); err != nil {
+		return nil, nil, kit.Wrap(backend, op, group, err)
+	}
 	if p.isClosed.Load() {
 		return nil, nil, kit.Wrap(backend, op, group, ErrClosed)
 	}
@@ -92,17 +94,17 @@ func (p *Provider) register(ctx context.Context, op, group, id string, ttl time.
 	} else {
 		ops = append(ops, clientv3.OpDelete(p.valueKey(group, id)))
 	}
-	if list {
+	if list >= listIDs {
 		ops = append(ops, clientv3.OpGet(p.membersPrefix(group), clientv3.WithPrefix()))
-		if op == "announce" {
-			ops = append(ops, clientv3.OpGet(p.valuesPrefix(group), clientv3.WithPrefix()))
-		}
+	}
+	if list == listValues {
+		ops = append(ops, clientv3.OpGet(p.valuesPrefix(group), clientv3.WithPrefix()))
 	}
 	resp, err := p.cli.Txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return nil, nil, kit.Wrap(backend, op, group, err)
 	}
-	if !list {
+	if list == listNone {
 		return nil, nil, nil
 	}
 	members := resp.Responses[2].GetResponseRange().Kvs
