@@ -70,8 +70,8 @@ func TestPriorityDelayFollowsClock(t *testing.T) {
 }
 
 // leasedLocker grants handles whose lease a kit.Keeper keeps on the test's
-// clock, with every renewal succeeding: only the clock can close a trust
-// window. It grants the lock once: a deposed leader does not win again.
+// clock, with every renewal failing as if the servers were out of reach: a
+// renewal never moves a trust window, and only the clock closes one. It grants the lock once: a deposed leader does not win again.
 type leasedLocker struct {
 	name    string
 	clock   *locktest.FakeClock
@@ -83,7 +83,13 @@ func newLeasedLocker(t *testing.T, clock *locktest.FakeClock, ttl time.Duration)
 	k, err := kit.NewKeeper(kit.KeeperConfig{
 		TTL:   ttl,
 		Clock: clock,
-		Renew: func(_ context.Context, b []*kit.Lease) []error { return make([]error, len(b)) },
+		Renew: func(_ context.Context, b []*kit.Lease) []error {
+			errs := make([]error, len(b))
+			for i := range errs {
+				errs[i] = errors.New("the servers are out of reach")
+			}
+			return errs
+		},
 	})
 	require.NoError(t, err)
 	t.Cleanup(k.Close)

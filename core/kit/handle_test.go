@@ -112,6 +112,7 @@ func TestHandleTrustWindowByClock(t *testing.T) {
 			})
 			h := kit.NewHandle(1, noopRelease)
 			k.Keep(h, clock.Now(), nil)
+			clock.Waiting(t) // the Keeper sleeps until the first renewal: the process freezes now
 			child, cancel := context.WithCancel(h.Context())
 			defer cancel()
 
@@ -157,6 +158,7 @@ func TestHandleRenewalMovesWindow(t *testing.T) {
 	h := kit.NewHandle(1, noopRelease)
 	k.Keep(h, clock.Now(), nil)
 	tick(t, clock, h, time.Second/3) // renewed: the window now ends at 4/3 s
+	clock.Waiting(t)                 // the Keeper sleeps until the next renewal: the process freezes now
 	clock.Jump(900 * time.Millisecond)
 	if err := h.Context().Err(); err != nil {
 		t.Fatalf("lost inside the renewed window: %v", context.Cause(h.Context()))
