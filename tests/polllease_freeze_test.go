@@ -151,19 +151,27 @@ func TestPollLeaseRedisFreeze(t *testing.T) {
 	// writes nothing while stopped.
 	heldAtStop, inFlight := child.state()
 	require.Greater(t, time.Since(stoppedAt), plTTL, "taken over within the TTL")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+	// contAt is taken before the signal: the resumed instance may write
+	// its first lines before the signal call returns here.
 	contAt := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
 	t.Logf("froze the instance for %v with %d leases and about %d polls in flight", contAt.Sub(stoppedAt).Round(time.Millisecond), len(heldAtStop), inFlight)
 
-	plWaitFor(t, "every stale lease reported lost", plWait, func() bool {
+	lost := func() map[string]bool {
 		lost := map[string]bool{}
 		for _, l := range child.since(contAt) {
 			if l.kind == "lost" && heldAtStop[l.target] == l.token {
 				lost[l.target] = true
 			}
 		}
-		return len(lost) == len(heldAtStop)
+		return lost
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			logUnreported(t, child.since(contAt), heldAtStop, lost(), contAt)
+		}
 	})
+	plWaitFor(t, "every stale lease reported lost", plWait, func() bool { return len(lost()) == len(heldAtStop) })
 	checkFreezeResume(t, child.since(contAt), heldAtStop, f.eventsSince(polllease.EventAcquired, stoppedAt), contAt)
 }
 
@@ -204,4 +212,20 @@ func checkFreezeResume(t *testing.T, after []freezeLine, heldAtStop map[string]u
 	t.Logf("resume: %d stale leases reported uncertain or lost %v to %v after SIGCONT; %d polls with superseded tokens, %d polls before the report",
 		len(reported), first.Round(10*time.Microsecond), last.Round(10*time.Microsecond), superseded, early)
 	assert.Len(t, reported, len(heldAtStop))
+}
+
+// logUnreported logs what the resumed instance wrote about each lease it
+// held at the freeze and has not reported lost.
+func logUnreported(t *testing.T, after []freezeLine, heldAtStop map[string]uint64, lost map[string]bool, contAt time.Time) {
+	for target, token := range heldAtStop {
+		if lost[target] {
+			continue
+		}
+		t.Logf("%s (token %d at the freeze) not reported lost; its lines after SIGCONT:", target, token)
+		for _, l := range after {
+			if l.target == target {
+				t.Logf("  %v %s token %d", l.at.Sub(contAt).Round(time.Microsecond), l.kind, l.token)
+			}
+		}
+	}
 }
