@@ -17,6 +17,7 @@ import (
 type roundResult struct {
 	utilization float64            // % of the window during which some worker held the lock
 	waits       locktest.Latencies // every Acquire started in the window, sorted
+	handovers   locktest.Latencies // per grant in the window: from the end of the hold before it, sorted
 	cut         int                // of which still waiting drainFor after it: a lower bound
 	grants      []int              // per worker: grants that began in the window
 	overlaps    int                // holds that began before an earlier one ended: must be 0
@@ -35,14 +36,16 @@ func (r roundResult) fairness() float64 {
 }
 
 func (r roundResult) String() string {
-	return fmt.Sprintf("utilization=%.1f%% p50-wait=%v p99-wait=%v cut=%d grants=%d..%d fairness=%.2f overlaps=%d",
+	return fmt.Sprintf("utilization=%.1f%% p50-wait=%v p99-wait=%v p50-handover=%v cut=%d grants=%d..%d fairness=%.2f overlaps=%d",
 		r.utilization, r.waits.Percentile(50).Round(time.Microsecond), r.waits.Percentile(99).Round(time.Microsecond),
-		r.cut, slices.Min(r.grants), slices.Max(r.grants), r.fairness(), r.overlaps)
+		r.handovers.Percentile(50).Round(time.Microsecond), r.cut, slices.Min(r.grants), slices.Max(r.grants), r.fairness(), r.overlaps)
 }
 
 // analyse merges the workers' hold intervals: two that overlap break
 // mutual exclusion; their union inside the window, over its length, is
-// the utilization.
+// the utilization. The time from the end of a hold to the start of the
+// next one, for each grant that starts in the window, is a handover: under
+// contention, from a release to the next grant.
 func analyse(reports []workerReport, win window) roundResult {
 	var r roundResult
 	var holds [][2]int64
@@ -67,6 +70,8 @@ func analyse(reports []workerReport, win window) roundResult {
 	for _, h := range holds {
 		if h[0] < lastEnd {
 			r.overlaps++
+		} else if lastEnd != math.MinInt64 && h[0] >= win.Start && h[0] < win.End {
+			r.handovers = append(r.handovers, time.Duration(h[0]-lastEnd))
 		}
 		lastEnd = max(lastEnd, h[1])
 		s, e := max(h[0], covered), min(h[1], win.End)
@@ -76,6 +81,7 @@ func analyse(reports []workerReport, win window) roundResult {
 		}
 	}
 	r.utilization = 100 * float64(held) / float64(win.End-win.Start)
+	slices.Sort(r.handovers)
 	return r
 }
 
@@ -102,6 +108,7 @@ type procsRow struct {
 	util, fair string
 	medUtil    float64
 	waits      locktest.Latencies
+	handovers  locktest.Latencies
 	gMin, gMax int
 	cut        int
 	overlaps   int
@@ -115,11 +122,13 @@ func summarise(rs []roundResult) procsRow {
 		utils = append(utils, r.utilization)
 		fair = append(fair, r.fairness())
 		row.waits = append(row.waits, r.waits...)
+		row.handovers = append(row.handovers, r.handovers...)
 		grants = append(grants, r.grants...)
 		row.overlaps += r.overlaps
 		row.cut += r.cut
 	}
 	sortDur(row.waits)
+	sortDur(row.handovers)
 	row.util, row.medUtil = medianRange(utils, "%.1f%%")
 	row.fair, _ = medianRange(fair, "%.2f")
 	row.gMin, row.gMax = slices.Min(grants), slices.Max(grants)
@@ -129,8 +138,9 @@ func summarise(rs []roundResult) procsRow {
 // printProcsTable prints, per case, the median utilization of the rounds
 // with their range and its ratio to the case's floor, the p50 and p99 of
 // every wait of every round (a wait cut after the window counts as its
-// length then, a lower bound), the range of grants per worker, the median
-// fewest/mean grants with its range, the cut waits and the overlaps.
+// length then, a lower bound), the p50 of every handover, the range of
+// grants per worker, the median fewest/mean grants with its range, the cut
+// waits and the overlaps.
 func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 	fmt.Printf("%d worker processes, hold %v, think %v, %v per case and round, %d rounds\n",
 		cfg.workers, holdFor, thinkFor, cfg.duration, cfg.rounds)
@@ -141,7 +151,7 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 		med[c.Name] = rows[i].medUtil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "case\tutilization (range)\t× floor\tp50 wait\tp99 wait\tgrants per worker\tfewest/mean (range)\twaits cut\toverlaps\t")
+	fmt.Fprintln(w, "case\tutilization (range)\t× floor\tp50 wait\tp99 wait\thandover p50\tgrants per worker\tfewest/mean (range)\twaits cut\toverlaps\t")
 	overlaps := 0
 	for i, c := range cases {
 		r := rows[i]
@@ -150,8 +160,8 @@ func printProcsTable(cases []benchCase, rs [][]roundResult, cfg procsConfig) {
 		if f, ok := med[floorOf[c.Name]]; ok && f > 0 {
 			ratio = fmt.Sprintf("%.2f", r.medUtil/f)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%d–%d\t%s\t%d\t%d\t\n", c.Name, r.util, ratio,
-			short(r.waits.Percentile(50)), short(r.waits.Percentile(99)),
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%v\t%v\t%d–%d\t%s\t%d\t%d\t\n", c.Name, r.util, ratio,
+			short(r.waits.Percentile(50)), short(r.waits.Percentile(99)), short(r.handovers.Percentile(50)),
 			r.gMin, r.gMax, r.fair, r.cut, r.overlaps)
 	}
 	_ = w.Flush()

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/distlock/distlock/core/locktest"
 )
 
 const ms = int64(time.Millisecond)
@@ -22,6 +24,8 @@ func TestAnalyseUnionAndGrants(t *testing.T) {
 	require.Equal(t, []int{2, 2, 0}, r.grants)
 	require.Equal(t, 1, r.cut)
 	require.Len(t, r.waits, 4)
+	// From the end of the hold before each grant that starts inside.
+	require.Equal(t, locktest.Latencies{time.Millisecond, time.Millisecond, 4 * time.Millisecond}, r.handovers)
 	require.Zero(t, r.fairness(), "a worker without a grant")
 }
 
