@@ -14,7 +14,9 @@ const (
 	// starts.
 	EventAcquired EventKind = iota + 1
 	// EventReleased: this instance gave the lease up after its poller
-	// stopped; Reason says why.
+	// stopped; Reason says why. A lease found lost when it is given up
+	// (a rebalance or Run's return came before the loss was reported) is
+	// reported EventLost instead.
 	EventReleased
 	// EventLost: the backend ended the lease (not renewed within its trust
 	// window, or taken); the poller stopped at once. Err says why. The

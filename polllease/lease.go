@@ -123,9 +123,16 @@ func (c *Coordinator) releaseAll(ctx context.Context, leases []*lease, reason Re
 	return errors.Join(errs...)
 }
 
+// release gives l up once its poller has stopped and reports it
+// EventReleased; a lease whose handle context ended first (lost on the
+// store, or its trust window closed by the clock) is reported EventLost.
 func (c *Coordinator) release(ctx context.Context, l *lease, reason Reason) error {
 	if l.poll != nil {
 		<-l.poll.done
+	}
+	if l.h.Context().Err() != nil {
+		c.lose(ctx, l)
+		return nil
 	}
 	err := l.h.Release(ctx)
 	if err != nil {
@@ -156,11 +163,16 @@ func (c *Coordinator) sweep(ctx context.Context) {
 		if l.poll != nil {
 			<-l.poll.done
 		}
-		// Clean up whatever the store still has; the lease is gone either
-		// way.
-		_ = l.h.Release(rctx)
-		c.emit(c.event(EventLost, l, "", context.Cause(l.h.Context())))
+		c.lose(rctx, l)
 	}
+}
+
+// lose reports l, whose handle context has ended, EventLost once the store
+// has been asked to clean up whatever it still has: the lease is gone
+// either way.
+func (c *Coordinator) lose(ctx context.Context, l *lease) {
+	_ = l.h.Release(ctx)
+	c.emit(c.event(EventLost, l, "", context.Cause(l.h.Context())))
 }
 
 // watchLease follows the renewals of l's lease as the backend's keeper
