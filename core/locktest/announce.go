@@ -2,7 +2,6 @@ package locktest
 
 import (
 	"bytes"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -86,25 +85,17 @@ func testAnnounce(t *testing.T, s *suite) {
 // core sentinel of its kind and registers nothing.
 func checkAnnounceBadInput(t *testing.T, a1 core.Announcer, m1 core.Membership, group string) {
 	t.Helper()
-	bad := []struct {
-		what  string
-		id    string
-		group string
-		ttl   time.Duration
-		value []byte
-		want  error
-	}{
-		{"an empty group", "c", "", time.Minute, nil, core.ErrInvalidName},
-		{"an empty id", "", group, time.Minute, nil, core.ErrInvalidArgument},
-		{"TTL 0", "c", group, 0, nil, core.ErrInvalidArgument},
-		{"a negative TTL", "c", group, -time.Second, nil, core.ErrInvalidArgument},
-		{"a value over MaxMemberValue", "c", group, time.Minute, make([]byte, core.MaxMemberValue+1), core.ErrInvalidArgument},
+	announce := func(group, id string, ttl time.Duration, value []byte) error {
+		_, err := a1.Announce(bg(), group, id, ttl, value)
+		return err
 	}
-	for _, b := range bad {
-		if _, err := a1.Announce(bg(), b.group, b.id, b.ttl, b.value); !errors.Is(err, b.want) {
-			t.Errorf("Announce with %s: %v, want an error matching %v", b.what, err, b.want)
-		}
-	}
+	checkRefused(t, []refusal{
+		{"Announce with an empty group", announce("", "c", time.Minute, nil), core.ErrInvalidName},
+		{"Announce with an empty id", announce(group, "", time.Minute, nil), core.ErrInvalidArgument},
+		{"Announce with TTL 0", announce(group, "c", 0, nil), core.ErrInvalidArgument},
+		{"Announce with a negative TTL", announce(group, "c", -time.Second, nil), core.ErrInvalidArgument},
+		{"Announce with a value over MaxMemberValue", announce(group, "c", time.Minute, make([]byte, core.MaxMemberValue+1)), core.ErrInvalidArgument},
+	})
 	listed, err := m1.Members(bg(), group)
 	if err != nil {
 		t.Fatalf("Members: %v", err)

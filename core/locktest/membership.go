@@ -48,11 +48,7 @@ func testMembership(t *testing.T, s *suite) {
 	must(m1.Deregister(bg(), group, "a"), "Deregister of an absent id")
 	must(m1.Deregister(bg(), group, "b"), "Deregister b")
 
-	bad := []struct {
-		what string
-		err  error
-		want error
-	}{
+	bad := []refusal{
 		{"Register with an empty group", m1.Register(bg(), "", "a", time.Minute), core.ErrInvalidName},
 		{"Register with an empty id", m1.Register(bg(), group, "", time.Minute), core.ErrInvalidArgument},
 		{"Register with TTL 0", m1.Register(bg(), group, "a", 0), core.ErrInvalidArgument},
@@ -62,18 +58,29 @@ func testMembership(t *testing.T, s *suite) {
 	}
 	if hb, ok := m1.(core.Heartbeater); ok {
 		_, err := hb.Heartbeat(bg(), group, "", time.Minute)
-		bad = append(bad, struct {
-			what string
-			err  error
-			want error
-		}{"Heartbeat with an empty id", err, core.ErrInvalidArgument})
+		bad = append(bad, refusal{"Heartbeat with an empty id", err, core.ErrInvalidArgument})
 	}
-	for _, b := range bad {
-		if !errors.Is(b.err, b.want) {
-			t.Errorf("%s: %v, want an error matching %v", b.what, b.err, b.want)
-		}
-	}
+	checkRefused(t, bad)
 	if listed("a") {
 		t.Fatal("a call that failed on bad input registered its id")
+	}
+}
+
+// refusal is a call made with bad input, and the core sentinel its error
+// must match.
+type refusal struct {
+	what string
+	err  error
+	want error
+}
+
+// checkRefused reports each refusal whose error does not match its
+// sentinel.
+func checkRefused(t *testing.T, rs []refusal) {
+	t.Helper()
+	for _, r := range rs {
+		if !errors.Is(r.err, r.want) {
+			t.Errorf("%s: %v, want an error matching %v", r.what, r.err, r.want)
+		}
 	}
 }
