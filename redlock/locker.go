@@ -84,8 +84,11 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	ticket := uint64(time.Now().UnixMicro())
 	c := newCalls(l.p, redisop.Grant{Lock: l.lock, Owner: owner}, true)
 	handoff := l.p.servers[0].client.HandoffKey(l.lock, owner)
-	heard := l.p.expectTurn(handoff)
-	defer heard.forget()
+	var heard *turnHeard // a mutex waiter's: a release announces its turn
+	if l.lock.Kind == redisop.KindMutex {
+		heard = l.p.expectTurn(handoff)
+		defer heard.forget()
+	}
 	h, retryIn, err := l.try(ctx, c, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
 		if err != nil {

@@ -87,7 +87,7 @@ func (p *Provider) beat(ctx context.Context, op, group, id string, ttl time.Dura
 // registration checks a registration's (op) context, group, id, value
 // and ttl; its error is wrapped for op.
 func registration(ctx context.Context, op, group, id string, ttl time.Duration, value []byte) error {
-	err := memberArgs(ctx, group, id)
+	err := ctx.Err()
 	if err == nil {
 		err = kit.ValidateAnnounce(group, id, value)
 	}
