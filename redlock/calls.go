@@ -34,6 +34,10 @@ type calls struct {
 	mayHold []bool // server i may hold a grant of the owner
 	phase   phase
 	st      *stragglers // once won
+
+	// seen is, for a waiting mutex acquire, what the last answer of each
+	// server said (handover.go); only the Acquire's goroutine uses it.
+	seen []answer
 }
 
 // phase is where the acquire stands: a server's late answer is dealt with
@@ -55,6 +59,7 @@ func newCalls(p *Provider, g redisop.Grant, wait bool) *calls {
 		due:     make([]bool, n),
 		mayHold: make([]bool, n),
 		shunned: make([]bool, n),
+		seen:    make([]answer, n),
 	}
 }
 
@@ -101,6 +106,7 @@ func (c *calls) claim() (send []bool, skipped int) {
 			c.releaseLocked(i, nil)
 		default:
 			c.due[i], send[i] = true, true
+			c.seen[i].ok = false // until the call answers
 		}
 	}
 	return send, skipped

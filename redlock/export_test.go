@@ -24,3 +24,10 @@ func Listening(p *Provider) bool {
 	}
 	return true
 }
+
+// OnHandover has f told each time a waiter holds a lock handed over by a
+// majority; restore ends that.
+func OnHandover(f func(name string)) (restore func()) {
+	onHandover.Store(&f)
+	return func() { onHandover.Store(nil) }
+}

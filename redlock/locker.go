@@ -57,8 +57,8 @@ func (l *locker) TryAcquire(ctx context.Context) (core.Handle, error) {
 }
 
 // Acquire waits until a majority grants the lock or ctx is done. A mutex
-// waiter lines up on every server by its ticket and is woken by the
-// release that makes it first (see the package doc, Waiting); a writer
+// waiter lines up on every server by its ticket and is handed the lock by
+// the release that makes it first (see the package doc, Waiting); a writer
 // wakes on the release announcements of every server. Both otherwise retry
 // with jittered backoff, never later than the holder's grant expires. When
 // a majority cannot be reached it fails at once with the servers' errors.
@@ -96,12 +96,13 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 		}
 		return h, err
 	}
-	// A release wakes the first waiter alone (AcquireCounted), by its
-	// handoff key; the lock's own key wakes every waiter.
+	// A release hands a mutex to the first waiter alone (AcquireCounted),
+	// announced by its handoff key; the lock's own key wakes every waiter.
 	wake, stop := l.p.subscribe(key, handoff)
 	defer stop()
-	// A mutex waiter is woken on its inbox when its turn comes: its
-	// retries only cover a lost wake-up, and start at mutexPollMin. One
+	// A mutex waiter is handed the lock on its inbox when its turn comes
+	// (handover.go): its retries only cover a lost announcement, and start
+	// at mutexPollMin. One
 	// whose first try found the lock held (retryIn > 0: the holder's
 	// remaining lease) waits for its turn without trying again when no
 	// server announced it since before that try, and every server's
@@ -117,13 +118,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if f := onWait.Load(); f != nil {
 		(*f)(l.lock.Name, skip)
 	}
-	h, err = kit.Wait(ctx, b, wake, func(ctx context.Context) (core.Handle, time.Duration, error) {
-		if skip {
-			skip = false
-			return nil, retryIn, errHeldElsewhere
-		}
-		return l.try(ctx, c, wait, ticket)
-	})
+	h, err = kit.Wait(ctx, b, wake, l.retry(c, heard, wait, ticket, skip, retryIn))
 	if err != nil {
 		c.giveUp()
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
@@ -168,6 +163,7 @@ func (l *locker) try(ctx context.Context, c *calls, wait time.Duration, ticket u
 		p.drain(ctx, actx, t, replies)
 		late = len(p.servers) - skipped - t.answered
 	}
+	c.answered(start, t)
 	p.abandon(c, t)
 	c.follow(replies, late, cancel)
 	retryIn, err := p.failure(ctx, t)
@@ -186,8 +182,10 @@ type tally struct {
 	skipped  int     // not asked: an earlier call of the owner is still due there
 	retryIn  time.Duration
 	answered int
-	known    []bool // the server's reply has arrived
-	mayHold  []bool // the server granted, or failed after its call may have run
+	known    []bool   // the server's reply has arrived
+	mayHold  []bool   // the server granted, or failed after its call may have run
+	reached  []bool   // the server answered, busy or granted
+	counter  []uint64 // the name's counter in its answer (Result.Counter, or the token)
 }
 
 func (t *tally) failed() int {
@@ -200,6 +198,9 @@ func (t *tally) add(r reply[redisop.Result], late bool) {
 	t.answered++
 	t.known[r.i] = true
 	t.mayHold[r.i] = r.err != nil || r.v.Acquired
+	if r.err == nil {
+		t.reached[r.i], t.counter[r.i] = true, max(r.v.Counter, r.v.Token)
+	}
 	switch {
 	case r.err != nil && late:
 		t.slow = append(t.slow, r.err)
@@ -232,7 +233,8 @@ func (t *tally) wait(d time.Duration) {
 // longer grant, every server asked answered or ctx ends.
 func (p *Provider) count(ctx, actx context.Context, replies <-chan reply[redisop.Result], skipped int) *tally {
 	n := len(p.servers)
-	t := &tally{granted: make(map[int]uint64, n), known: make([]bool, n), mayHold: make([]bool, n), skipped: skipped}
+	t := &tally{granted: make(map[int]uint64, n), known: make([]bool, n), mayHold: make([]bool, n),
+		reached: make([]bool, n), counter: make([]uint64, n), skipped: skipped}
 	for t.answered+skipped < n && len(t.granted) < p.quorum && t.failed() <= n-p.quorum && ctx.Err() == nil {
 		var r reply[redisop.Result]
 		select {
@@ -416,7 +418,7 @@ var errHeldElsewhere = kit.Busy("held by another owner; waiting for the turn to 
 // turnHeard is a waiter's ExpectTurn on every server, and the servers'
 // subscriptions when it registered.
 type turnHeard struct {
-	heard   []func() bool
+	turns   []func() (bool, uint64)
 	forgets []func()
 	live    []uint64 // each waker's Listening
 }
@@ -427,7 +429,7 @@ func (p *Provider) expectTurn(handoff string) *turnHeard {
 	t := &turnHeard{}
 	for _, s := range p.servers {
 		h, f := s.waker.ExpectTurn(handoff)
-		t.heard, t.forgets = append(t.heard, h), append(t.forgets, f)
+		t.turns, t.forgets = append(t.turns, h), append(t.forgets, f)
 		t.live = append(t.live, s.waker.Listening())
 	}
 	return t
@@ -438,7 +440,7 @@ func (p *Provider) expectTurn(handoff string) *turnHeard {
 // throughout, so each announcement reached its waker.
 func (t *turnHeard) unheard(p *Provider) bool {
 	for i, s := range p.servers {
-		if t.live[i] == 0 || s.waker.Listening() != t.live[i] || t.heard[i]() {
+		if heard, _ := t.turns[i](); heard || t.live[i] == 0 || s.waker.Listening() != t.live[i] {
 			return false
 		}
 	}

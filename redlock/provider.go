@@ -67,9 +67,9 @@ func New(clients []redis.UniversalClient, opts ...Option) (*Provider, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redlock: client %d: %w", i, err)
 		}
-		// An inbox of its own: a release wakes the first waiter in line
-		// there, so no other process hears it.
-		c = c.WithTicketInbox(c.Channel() + ":" + inbox)
+		// An inbox of its own: a release hands the lock to the first
+		// waiter in line, announced there, so no other process hears it.
+		c = c.WithTicketInbox(c.Channel()+":"+inbox, cfg.guard)
 		p.servers = append(p.servers, server{
 			name:   serverName(i, rdb),
 			client: c,

@@ -3,9 +3,11 @@ package redlock_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -86,4 +88,125 @@ func keepListening(t *testing.T, ctx context.Context, holder, p *redlock.Provide
 		_ = h.Release(context.Background())
 	})
 	require.Eventually(t, func() bool { return redlock.Listening(p) }, 10*time.Second, time.Millisecond)
+}
+
+// TestReleaseHandsOverToTheFirstWaiter: a release hands the lock, on every
+// server, to the first waiter in line, which holds it from the servers'
+// announcements alone, with a token above the one before; nobody else
+// gets it meanwhile.
+func TestReleaseHandsOverToTheFirstWaiter(t *testing.T) {
+	clients := sharedClients(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	handedOver := make(chan string, 4)
+	restore := redlock.OnHandover(func(n string) { handedOver <- n })
+	defer restore()
+	holder := newProvider(t, clients)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	keys := grantKeys(t, clients, h)
+	got := waitFor(t, ctx, holder, newProvider(t, clients), name)
+	require.NoError(t, h.Release(ctx))
+	var next core.Handle
+	select {
+	case next = <-got:
+		require.NotNil(t, next)
+	case <-ctx.Done():
+		t.Fatal("the waiter was not handed the lock")
+	}
+	select {
+	case n := <-handedOver:
+		require.Equal(t, name, n)
+	default:
+		t.Fatal("the waiter did not hold the lock from the servers' handovers")
+	}
+	assert.Greater(t, next.FencingToken(), h.FencingToken())
+	owner := redlock.GrantOf(next).Owner + ":"
+	held := 0
+	for _, rdb := range clients {
+		if v := rdb.Get(ctx, keys.lock).Val(); strings.HasPrefix(v, owner) {
+			held++
+		}
+	}
+	assert.GreaterOrEqual(t, held, 2, "the heir's grant on a majority")
+	_, err = newProvider(t, clients).Mutex(name).TryAcquire(ctx)
+	require.ErrorIs(t, err, core.ErrNotAcquired)
+	require.NoError(t, next.Release(ctx))
+	other, err := newProvider(t, clients).Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, other.Release(ctx))
+}
+
+// TestHandoverByAMinority: when only a minority hands the lock to the
+// first waiter (here the others hand it to a waiter ahead of it whose
+// grant lapses at once), the waiter tries every server itself, claims the
+// handover made to it and holds the lock.
+func TestHandoverByAMinority(t *testing.T) {
+	clients := sharedClients(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := uniqueName(t)
+	handedOver := make(chan string, 4)
+	restore := redlock.OnHandover(func(n string) { handedOver <- n })
+	defer restore()
+	holder := newProvider(t, clients)
+	h, err := holder.Mutex(name).TryAcquire(ctx)
+	require.NoError(t, err)
+	keys := grantKeys(t, clients, h)
+	got := waitFor(t, ctx, holder, newProvider(t, clients), name)
+	// A waiter ahead on two servers, whose handover lives 1 ms, lined up
+	// at once (a try drops a half-written entry).
+	q := strings.TrimSuffix(keys.lock, "mutex") + "mutex:q"
+	for _, rdb := range clients[1:] {
+		_, err := rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+			tx.ZAdd(ctx, q, redis.Z{Score: 1, Member: "ghost"})
+			tx.ZAdd(ctx, q+"x", redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "ghost"})
+			tx.HSet(ctx, q+"t", "ghost", "1 nowhere")
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.NoError(t, h.Release(ctx))
+	select {
+	case next := <-got:
+		require.NotNil(t, next)
+		assert.Greater(t, next.FencingToken(), h.FencingToken())
+		require.NoError(t, next.Release(ctx))
+	case <-ctx.Done():
+		t.Fatal("the waiter did not get the lock")
+	}
+	select {
+	case n := <-handedOver:
+		t.Fatalf("held from the handovers of a minority (%s)", n)
+	default:
+	}
+}
+
+// waitFor starts an Acquire of name by p, whose subscriptions run before
+// it tries (see keepListening), and returns once it waits for its turn
+// without trying again: the channel receives its handle.
+func waitFor(t *testing.T, ctx context.Context, holder, p *redlock.Provider, name string) <-chan core.Handle {
+	t.Helper()
+	keepListening(t, ctx, holder, p)
+	skips := make(chan bool, 1)
+	restore := redlock.OnWait(func(n string, skip bool) {
+		if n == name {
+			skips <- skip
+		}
+	})
+	defer restore()
+	got := make(chan core.Handle, 1)
+	go func() {
+		h, err := p.Mutex(name).Acquire(ctx)
+		assert.NoError(t, err)
+		got <- h
+	}()
+	select {
+	case skip := <-skips:
+		require.True(t, skip, "the waiter tries again at once")
+	case <-ctx.Done():
+		t.Fatal("the waiter did not wait")
+	}
+	return got
 }

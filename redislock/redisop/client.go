@@ -38,8 +38,9 @@ type Client struct {
 	channel string // Channel()
 	inbox   string
 
-	channelArg, inboxArg any  // channel and inbox, boxed once
-	tickets              bool // RedLock waiters in ticket order (WithTicketInbox)
+	channelArg, inboxArg any           // channel and inbox, boxed once
+	tickets              bool          // RedLock waiters in ticket order (WithTicketInbox)
+	guard                time.Duration // with tickets: the young-server guard
 
 	ack replicaAck // n == 0: grants are not confirmed by replicas
 
@@ -69,13 +70,14 @@ func (c *Client) WithInbox(channel string) *Client {
 }
 
 // WithTicketInbox returns a copy of c for RedLock waiters in ticket order
-// (AcquireCounted): a waiter records channel as its inbox in each server's
-// queue, and a mutex release wakes the first waiter in line on its inbox
-// alone, so a process that subscribes to a channel of its own hears only
-// its own turns.
-func (c *Client) WithTicketInbox(channel string) *Client {
+// (AcquireCounted) with the young-server guard guard: a waiter records
+// channel as its inbox in each server's queue, and a mutex release hands
+// the lock to the first waiter in line, announced on its inbox alone, so a
+// process that subscribes to a channel of its own hears only its own
+// handovers. guard must be the one the waiters pass to AcquireCounted.
+func (c *Client) WithTicketInbox(channel string, guard time.Duration) *Client {
 	cc := c.WithInbox(channel)
-	cc.tickets = true
+	cc.tickets, cc.guard = true, guard
 	return cc
 }
 
@@ -177,7 +179,11 @@ func acquireResult(cmd *redis.Cmd) (Result, error) {
 		}
 		return r, nil
 	}
-	return Result{RetryIn: time.Duration(v[1]) * time.Millisecond}, nil
+	r := Result{RetryIn: time.Duration(v[1]) * time.Millisecond}
+	if len(v) == 3 {
+		r.Counter = uint64(v[2])
+	}
+	return r, nil
 }
 
 // Extend pushes g's expiry to ttl from now: one script call. It returns nil
@@ -298,15 +304,21 @@ func (c *Client) DrawToken(ctx context.Context, g Grant, ttl time.Duration, cur 
 // mutexRelease runs mutex_release.lua for g; withdraw is 1 when g is a
 // waiter that leaves the queue.
 func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis.Cmd {
-	// c.tickets goes as ARGV[5], 1 or 0.
+	if c.tickets {
+		// A handover takes its token from the name's counter, as
+		// AcquireCounted does.
+		keys := append(c.mutexKeys(g.Lock), c.counterKey(g.Lock), c.BootKey())
+		return scriptMutexRelease.Run(ctx, c.rdb, keys, g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), 1,
+			c.guard.Milliseconds(), counterQuantum(c.guard))
+	}
 	if c.ack.n > 0 {
 		return scriptMutexRelease.Run(ctx, c.rdb, c.withCounter(g.Lock, c.mutexKeys(g.Lock)),
-			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), c.tickets)
+			g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), 0)
 	}
 	if k := c.prepared(g.Lock); k != nil && k.release != nil {
-		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg, c.tickets)
+		return c.call(ctx, scriptMutexRelease, k.release, g.Owner, k.wakeArg, withdraw, c.channelArg, 0)
 	}
-	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), c.tickets)
+	return scriptMutexRelease.Run(ctx, c.rdb, c.mutexKeys(g.Lock), g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), 0)
 }
 
 // Withdraw is for a waiter that gives up: one script call. A mutex waiter

@@ -2,6 +2,7 @@ package redisop
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -287,24 +288,42 @@ func TestAcquireCountedTicketOrder(t *testing.T) {
 	assert.True(t, acquire(late, time.Minute, 200).Acquired)
 }
 
-// TestAcquireCountedTicketInbox: with WithTicketInbox, a release wakes the
-// first waiter in ticket order on that waiter's inbox alone: nothing goes
-// to the other waiters' inboxes or to the shared channel.
+// TestAcquireCountedTicketInbox: with WithTicketInbox, a release hands
+// the lock to the first waiter in ticket order, with a token above the
+// counter of that waiter's last busy answer, and announces it on that
+// waiter's inbox alone: nothing goes to the other waiters' inboxes or to
+// the shared channel. A server still young only wakes that waiter, and
+// leaves the lock free.
 func TestAcquireCountedTicketInbox(t *testing.T) {
+	for _, young := range []bool{false, true} {
+		t.Run(fmt.Sprint("young=", young), func(t *testing.T) {
+			var guard time.Duration
+			if young {
+				guard = time.Minute
+			}
+			testTicketRelease(t, guard)
+		})
+	}
+}
+
+func testTicketRelease(t *testing.T, guard time.Duration) {
 	base := newClient(t)
-	first, second := base.WithTicketInbox(base.Channel()+":a"), base.WithTicketInbox(base.Channel()+":b")
+	first, second := base.WithTicketInbox(base.Channel()+":a", guard), base.WithTicketInbox(base.Channel()+":b", guard)
 	ctx := context.Background()
 	l := Lock{Kind: KindMutex, Name: t.Name()}
 	acquire := func(c *Client, owner string, wait time.Duration, ticket uint64) Result {
 		t.Helper()
-		r, err := c.AcquireCounted(ctx, l, owner, time.Minute, wait, 0, ticket)
+		r, err := c.AcquireCounted(ctx, l, owner, time.Minute, wait, guard, ticket)
 		require.NoError(t, err)
 		return r
 	}
 	holder, early, late := NewOwner(), NewOwner(), NewOwner()
-	require.True(t, acquire(second, holder, 0, 0).Acquired)
+	held := acquire(second, holder, 0, 0)
+	require.True(t, held.Acquired)
 	require.False(t, acquire(second, late, time.Minute, 200).Acquired)
-	require.False(t, acquire(first, early, time.Minute, 100).Acquired)
+	busy := acquire(first, early, time.Minute, 100)
+	require.False(t, busy.Acquired)
+	require.GreaterOrEqual(t, busy.Counter, held.Token, "the busy answer's counter")
 
 	// One subscriber connection hears the messages in the order the server
 	// sent them: the sentinel published after the release comes after
@@ -324,12 +343,24 @@ func TestAcquireCountedTicketInbox(t *testing.T) {
 	assert.Equal(t, first.Inbox(), msg.Channel, "the first waiter's inbox")
 	key, token := parseHandoff(msg.Payload)
 	assert.Equal(t, first.HandoffKey(l, early), key)
-	assert.Zero(t, token, "and nothing handed over")
 	msg, err = sub.ReceiveMessage(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, "sentinel", msg.Payload, "the release published nowhere else")
-	assert.Zero(t, base.Redis().Exists(ctx, base.Key(l)).Val(), "the lock is free")
-	assert.True(t, acquire(first, early, time.Minute, 100).Acquired)
+	if guard > 0 {
+		assert.Zero(t, token, "handed over by a young server")
+		assert.Zero(t, base.Redis().Exists(ctx, base.Key(l)).Val(), "the lock is free")
+		assert.True(t, acquire(first, early, time.Minute, 100).Acquired)
+		return
+	}
+	assert.Greater(t, token, busy.Counter, "the handover's token")
+	assert.Equal(t, early+":"+fmt.Sprint(token)+"+", base.Redis().Get(ctx, base.Key(l)).Val(),
+		"the lock's value: handed over, the late waiter still queued")
+	again := acquire(first, early, time.Minute, 100)
+	assert.True(t, again.Acquired, "the heir's next try finds its grant")
+	assert.GreaterOrEqual(t, again.Token, token)
+	r := acquire(second, late, time.Minute, 200)
+	assert.False(t, r.Acquired)
+	assert.GreaterOrEqual(t, r.Counter, token, "a later busy answer's counter")
 }
 
 // releaseHeard releases g and returns what the release published on c's

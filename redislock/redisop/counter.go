@@ -41,12 +41,17 @@ func (c *Client) BootKey() string { return c.prefix + "boot" }
 // lowest ticket (ties by owner), or to anyone when nobody waits; a try
 // (wait = 0) joins nothing. Every server thus owes the lock to the same
 // waiter, and after a release the waiters do not split the servers' votes.
-// A release does not hand the lock over (each server would hand it on its
-// own): it announces on Channel that the lock is free for the first
-// waiter (HandoffKey, with no token), and that waiter takes it. With
-// WithTicketInbox the announcement goes to that waiter's inbox alone. A
+// With WithTicketInbox a release hands the lock to that waiter, for the
+// TTL of its entry, with a token from the counter as a grant would get,
+// and announces HandoffKey + "#" + token on the waiter's inbox: each
+// server hands it on its own, and the waiter holds the lock once a
+// majority did (Result.Counter tells a handover made after an answer from
+// an older one). A server still young, and a release through a Client
+// without WithTicketInbox, only announce that the lock is free for the
+// first waiter (HandoffKey, with no token), and that waiter takes it. A
 // waiter that gives up must Withdraw from every server, or its entry holds
-// the others back until it expires, wait after its last attempt.
+// the others back until it expires, wait after its last attempt; a lock
+// handed to it goes with it.
 //
 // The counter advances to max(its value + 1, the server time in µs rounded
 // up to a multiple of counterQuantum(guard)), so it starts again above its

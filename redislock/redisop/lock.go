@@ -81,6 +81,12 @@ type Result struct {
 	// trying again: the holder's remaining TTL, or the time until the first
 	// semaphore slot or reader expires. Zero when unknown.
 	RetryIn time.Duration
+	// Counter, when not Acquired, for a mutex through Client.AcquireCounted,
+	// is the name's durable counter when the server answered: a grant made
+	// to the same owner after this answer (a release's handover) has a
+	// larger token, and a grant announced with a token at most Counter was
+	// made before it, and is gone.
+	Counter uint64
 	// Young, for Client.AcquireCounted with a guard, is how long this
 	// server's grants must not count yet: its data set was first seen less
 	// than the guard ago (it is new, or it restarted and lost its data).

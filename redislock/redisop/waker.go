@@ -88,6 +88,7 @@ func (w *Waker) Waiting() int { return w.n.Len() }
 // ExpectHandoff or ExpectTurn.
 type expected struct {
 	tok   uint64 // the token of a handoff not taken yet (0: none)
+	last  uint64 // the token of the last handoff announced (0: none)
 	heard bool   // some announcement came
 }
 
@@ -122,17 +123,19 @@ func (w *Waker) ExpectHandoff(key string) (take func() uint64, forget func()) {
 }
 
 // ExpectTurn registers a waiting mutex acquire under its HandoffKey (see
-// expect), for a release that announces its turn without handing it the
-// lock (RedLock's ticket order). heard reports whether an announcement, or
-// a handoff, came since; forget unregisters.
-func (w *Waker) ExpectTurn(key string) (heard func() bool, forget func()) {
+// expect), for RedLock's ticket order, where a release hands the lock over
+// or only announces the waiter's turn. turn reports whether an
+// announcement came since, and the token of the last handover announced
+// (0 if none); it forgets nothing, as a waiter tells a stale handover by
+// its token (Result.Counter). forget unregisters.
+func (w *Waker) ExpectTurn(key string) (turn func() (heard bool, tok uint64), forget func()) {
 	e, forget := w.expect(key)
-	heard = func() bool {
+	turn = func() (bool, uint64) {
 		w.hmu.Lock()
 		defer w.hmu.Unlock()
-		return e.heard
+		return e.heard, e.last
 	}
-	return heard, forget
+	return turn, forget
 }
 
 // deliver routes one message of the channel.
@@ -142,7 +145,7 @@ func (w *Waker) deliver(payload string) {
 	if e, ok := w.expects[key]; ok {
 		e.heard = true
 		if tok != 0 {
-			e.tok = tok
+			e.tok, e.last = tok, tok
 		}
 	}
 	w.hmu.Unlock()

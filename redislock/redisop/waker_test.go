@@ -15,7 +15,7 @@ import (
 // Listening.
 func TestWakerListeningAndExpectTurn(t *testing.T) {
 	base := newClient(t)
-	c := base.WithTicketInbox(base.Channel() + ":inbox")
+	c := base.WithTicketInbox(base.Channel()+":inbox", 0)
 	w := NewWaker(c.Redis(), nil, c.Channel(), c.Inbox())
 	defer w.Close()
 	require.Zero(t, w.Listening(), "listening before anyone subscribed")
@@ -27,11 +27,15 @@ func TestWakerListeningAndExpectTurn(t *testing.T) {
 	live := w.Listening()
 
 	key := c.HandoffKey(l, NewOwner())
-	heard, forget := w.ExpectTurn(key)
+	turn, forget := w.ExpectTurn(key)
 	defer forget()
+	heard := func() bool { h, _ := turn(); return h }
 	require.False(t, heard())
 	require.NoError(t, c.Redis().Publish(context.Background(), c.Inbox(), key).Err())
 	require.Eventually(t, heard, 10*time.Second, time.Millisecond, "the turn was not heard")
+	require.NoError(t, c.Redis().Publish(context.Background(), c.Inbox(), key+"#42").Err())
+	require.Eventually(t, func() bool { _, tok := turn(); return tok == 42 }, 10*time.Second, time.Millisecond,
+		"the handover's token was not heard")
 	require.Equal(t, live, w.Listening(), "the subscription changed")
 
 	w.Close()

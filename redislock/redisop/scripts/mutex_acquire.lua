@@ -22,9 +22,18 @@
 -- but wakes the first waiter on its inbox, and it takes the lock on every
 -- server.
 -- Returns {1, token} when granted, {0, holder's remaining ms} when held;
--- with KEYS[6], a third element: the ms this server is still young. A
+-- with KEYS[6], a third element: when granted, the ms this server is still
+-- young; when held, the name's counter, below the token of every grant
+-- made after this reply (a handover by a release in ticket order). A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
 -- a release hands the lock to the first live waiter (mutex_release.lua).
+local function refuse(wait_ms)
+  local r = busy(wait_ms)
+  if KEYS[6] then
+    r[3] = tonumber(redis.call('GET', KEYS[5]) or '0')
+  end
+  return r
+end
 local us, ms = now()
 local left = 0
 if KEYS[6] then
@@ -41,7 +50,7 @@ if ticket then
   -- answered below, as ever (a grant of ours whose reply was lost stands).
   local head = queue_head(KEYS[2], KEYS[3], KEYS[4], ms)
   if head and head ~= ARGV[1] and redis.call('EXISTS', KEYS[1]) == 0 then
-    return busy(0)
+    return refuse(0)
   end
 end
 local holder = redis.call('SET', KEYS[1], mine .. string.format('%.0f', us), 'NX', 'PX', ARGV[2], 'GET')
@@ -100,4 +109,4 @@ if wait > 0 then
     redis.call('SET', KEYS[1], holder .. '+', 'KEEPTTL')
   end
 end
-return busy(redis.call('PTTL', KEYS[1]))
+return refuse(redis.call('PTTL', KEYS[1]))

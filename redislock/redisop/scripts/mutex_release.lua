@@ -10,7 +10,10 @@
 -- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
 -- withdraws (leave the queue first), ARGV[4] the shared channel on which a
 -- release of an awaited lock that has nobody queued announces ARGV[2],
--- ARGV[5] '1' for RedLock waiters in ticket order (see below)
+-- ARGV[5] '1' for RedLock waiters in ticket order (see below), with
+-- KEYS[5] the name's durable counter, KEYS[6] the server's boot marker,
+-- ARGV[6] the young-server guard in ms and ARGV[7] the counter's quantum
+-- in µs (see young and bump in lib.lua)
 -- Returns 1 when the lock was released, 0 when ARGV[1] did not hold it.
 if ARGV[3] == '1' then
   dequeue(KEYS[2], KEYS[3], KEYS[4], ARGV[1])
@@ -35,16 +38,34 @@ if not heir then
   redis.call('PUBLISH', ARGV[4], ARGV[2])
   return 1
 end
-if channel == '' or ARGV[5] == '1' then
+if ARGV[5] == '1' then
   -- RedLock waiters in ticket order (mutex_acquire.lua): every server owes
-  -- the lock to the same first waiter, so each wakes that one alone, on
-  -- its inbox (on the shared channel for an entry that names none), and
-  -- it takes the lock on every server.
-  redis.call('DEL', KEYS[1])
-  if channel == '' then
-    channel = ARGV[4]
+  -- the lock to the same first waiter, so each hands it to that one, with
+  -- a token from the name's counter, as an acquire would grant it; the
+  -- waiter holds the lock once a majority announced theirs. A server still
+  -- young (its grants must not count) or an entry without an inbox only
+  -- wakes the waiter, which then takes the lock on every server.
+  if channel == '' or not KEYS[6] or young(KEYS[6], ms, ARGV[6]) > 0 then
+    redis.call('DEL', KEYS[1])
+    if channel == '' then
+      channel = ARGV[4]
+    end
+    redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir)
+    return 1
   end
-  redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir)
+  dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
+  local tok = string.format('%.0f', bump(KEYS[5], us, ARGV[7]))
+  local val = heir .. ':' .. tok
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    val = val .. '+'
+  end
+  redis.call('SET', KEYS[1], val, 'PX', ttl)
+  redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir .. '#' .. tok)
+  return 1
+end
+if channel == '' then
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[4], ARGV[2] .. '#' .. heir)
   return 1
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
