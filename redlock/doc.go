@@ -48,24 +48,45 @@
 // It lines up on every server under one ticket, its clock's time in µs
 // when it started waiting, sent alike to all of them, so every server has
 // the same waiters in the same order. A server grants a free mutex only to
-// its first live waiter, and a release wakes that waiter alone, on an
-// inbox channel of its Provider's own that no other process hears (the
-// release hands nothing over): it then takes the lock on every server, where
-// waiters that raced after each release would split the servers' votes
-// and all retry. A mutex waiter whose first try found the lock held does
-// not try again until its turn is announced, where its Provider's
+// its first live waiter, and a release there hands the lock to that waiter,
+// for the waiter's TTL, with a token from the server's counter (see
+// Fencing), and announces the token on an inbox channel of the waiter's
+// Provider that no other process hears. The waiter holds the lock once a
+// majority of the servers announced a handover it can trust, without a
+// round trip of its own (one more when their counters disagree): the
+// handover of one release reaches it one parallel round after the release
+// started, where waiters that raced after each release would split the
+// servers' votes and all retry.
+//
+// A server's handover is trusted when the waiter's last call there
+// answered, with no call of it in flight since, and the handover's token
+// is above the name's counter in that answer: counters only grow and
+// every grant advances them, so the handover was made after the answer,
+// after the call was sent. The lease of a lock held from handovers
+// therefore starts when the earliest of those calls was sent, and it
+// counts only while the minimum validity remains. A waiter handed the
+// lock by fewer than a majority waits 20 ms for the other announcements,
+// then tries every server itself, which claims the handovers made to it.
+// A server still young (see the guard below) hands nothing over: it
+// announces the waiter's turn, and the waiter takes the lock on every
+// server.
+//
+// A mutex waiter whose first try found the lock held does not try again
+// until a handover or its turn is announced, where its Provider's
 // subscriptions to every server ran from before that try; otherwise a
 // release in between may have gone unheard, and it tries again at once
-// after subscribing. Because its turn is announced, a mutex waiter's
+// after subscribing. Because handovers are announced, a mutex waiter's
 // fallback retries start at 100 ms at least, whatever the backoff's
 // minimum: with many waiters, each retry a script call on every server,
-// frequent retries cost more than they save. Each attempt refreshes the waiter's place for
-// max(1 s, 3 × the backoff's maximum); a waiter that gives up leaves every
-// line before its Acquire returns, and one whose process died or froze
-// holds the lock back, once free, until its place expires. Waiters on
-// machines whose clocks run behind are served first: the order is the
-// same on every server, not fair across clocks. Readers and writers of an
-// RWMutex wait as before, on announcements that wake them all.
+// frequent retries cost more than they save. Each attempt refreshes the
+// waiter's place for max(1 s, 3 × the backoff's maximum). A waiter that
+// gives up leaves every line before its Acquire returns, and releases
+// what was handed to it; one whose process died or froze can be handed
+// the lock, which is then held back until that grant expires (a TTL), as
+// for a holder that died. Waiters on machines whose clocks run behind are
+// served first: the order is the same on every server, not fair across
+// clocks. Readers and writers of an RWMutex wait as before, on
+// announcements that wake them all.
 //
 // # Fencing
 //

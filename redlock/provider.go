@@ -120,7 +120,8 @@ func (p *Provider) Close() error {
 
 // Mutex returns the exclusive lock called name. Acquiring it costs one
 // parallel round trip to every server (two when the servers' fencing
-// counters disagree), releasing it one.
+// counters disagree), releasing it one; a waiter is handed the lock by the
+// release, at no round trip of its own (see the package doc, Waiting).
 func (p *Provider) Mutex(name string) core.Locker {
 	return p.locker(redisop.Lock{Kind: redisop.KindMutex, Name: name})
 }
