@@ -35,8 +35,10 @@ type calls struct {
 	phase   phase
 	st      *stragglers // once won
 
-	// seen is, for a waiting mutex acquire, what the last answer of each
-	// server said (handover.go); only the Acquire's goroutine uses it.
+	// For a waiting mutex acquire, the servers' announcements, and what
+	// the last answer of each server said (handover.go); only the
+	// Acquire's goroutine uses seen.
+	turn *turnHeard
 	seen []answer
 }
 
@@ -106,7 +108,7 @@ func (c *calls) claim() (send []bool, skipped int) {
 			c.releaseLocked(i, nil)
 		default:
 			c.due[i], send[i] = true, true
-			c.seen[i].ok = false // until the call answers
+			c.sent(i)
 		}
 	}
 	return send, skipped

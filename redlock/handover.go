@@ -17,28 +17,43 @@ import (
 // round trip of its own (two when their counters disagree: fence).
 //
 // A handover announced by server i is trusted when the waiter's last call
-// to server i answered, busy or granted, with no call of the waiter in
-// flight there since, and the token is above the counter in that answer
-// (redisop.Result.Counter). The counter only grows, and every grant
-// advances it, so such a handover was made after that answer: after the
-// call was sent, which is where the grant's lease starts at the latest.
-// A handover made before the answer is gone by then (the call would have
-// claimed it otherwise), and its token is not above the counter. The
-// handle's lease therefore starts when the earliest of those calls was
-// sent.
+// to server i answered, busy or granted, from a server that is not young,
+// with no call of the waiter in flight there since, and the token is above
+// the counter in that answer (redisop.Result.Counter) and announced after
+// the call was sent. The counter only grows while the server keeps its
+// data, and every grant advances it, so such a handover was made after
+// that answer: after the call was sent, which is where the grant's lease
+// starts at the latest. A handover made before the answer is gone by then
+// (the call would have claimed it otherwise), and its token is not above
+// the counter. A server that lost its data since is young when it
+// answers, or has dropped every subscription (its announcements from
+// before cannot come after the call). The handle's lease therefore starts
+// when the earliest of those calls was sent.
 
 // answer is what server i's last answer to a waiting mutex acquire said.
 type answer struct {
 	start   time.Time // when the try it answered started
 	counter uint64    // the name's counter in the answer
-	ok      bool      // the server answered, and no call of the owner is in flight there since
+	ok      bool      // the server answered, not young, and no call of the owner is in flight there since
+	// floor is the token of the last handover server i announced when the
+	// call was sent: only a later announcement counts, so one from before
+	// the server lost its data (and its counter) never does.
+	floor uint64
+}
+
+// sent records that a call of the owner goes to server i.
+func (c *calls) sent(i int) {
+	c.seen[i].ok = false
+	if c.turn != nil {
+		_, c.seen[i].floor = c.turn.turns[i]()
+	}
 }
 
 // answered records the answers of a failed try that started at start.
 func (c *calls) answered(start time.Time, t *tally) {
 	for i, ok := range t.reached {
 		if ok {
-			c.seen[i] = answer{start: start, counter: t.counter[i], ok: true}
+			c.seen[i] = answer{start: start, counter: t.counter[i], ok: true, floor: c.seen[i].floor}
 		}
 	}
 }
@@ -46,12 +61,12 @@ func (c *calls) answered(start time.Time, t *tally) {
 // handovers returns the servers that announced a trusted handover, their
 // tokens, and when the earliest of the calls whose answers they follow
 // started.
-func (c *calls) handovers(turn *turnHeard) (map[int]uint64, time.Time) {
+func (c *calls) handovers() (map[int]uint64, time.Time) {
 	var granted map[int]uint64
 	var start time.Time
 	for i, a := range c.seen {
-		_, tok := turn.turns[i]()
-		if !a.ok || tok <= a.counter {
+		_, tok := c.turn.turns[i]()
+		if !a.ok || tok <= a.counter || tok <= a.floor {
 			continue
 		}
 		if granted == nil {
@@ -70,19 +85,22 @@ func (c *calls) handovers(turn *turnHeard) (map[int]uint64, time.Time) {
 // for the rest of the servers' announcements while fewer did, up to
 // handoverWait. With skip, the first attempt only waits retryIn (see
 // Acquire). Otherwise it tries every server.
-func (l *locker) retry(c *calls, heard *turnHeard, wait time.Duration, ticket uint64, skip bool, retryIn time.Duration) kit.Attempt {
+func (l *locker) retry(c *calls, wait time.Duration, ticket uint64, skip bool, retryIn time.Duration) kit.Attempt {
 	var partial time.Time // since when fewer than a majority handed the lock over
 	return func(ctx context.Context) (core.Handle, time.Duration, error) {
-		if heard != nil {
-			h, pending := l.handedOver(ctx, c, heard)
+		if c.turn != nil {
+			h, pending := l.handedOver(ctx, c)
 			if h != nil {
 				return h, 0, nil
 			}
-			if pending > 0 && partial.IsZero() {
-				partial = time.Now()
-			}
-			if d := handoverWait - time.Since(partial); pending > 0 && d > 0 {
-				return nil, d, errHandingOver
+			if pending > 0 {
+				if partial.IsZero() {
+					partial = time.Now()
+				}
+				skip = false // the turn came: no waiting for it below
+				if d := handoverWait - time.Since(partial); d > 0 {
+					return nil, d, errHandingOver
+				}
 			}
 		}
 		if skip {
@@ -109,17 +127,20 @@ var errHandingOver = kit.Busy("handed over by fewer servers than a majority so f
 // that did when fewer than a majority did, or none whose lease would leave
 // the handle less than the minimum validity: the waiter then tries
 // itself.
-func (l *locker) handedOver(ctx context.Context, c *calls, turn *turnHeard) (h core.Handle, pending int) {
+func (l *locker) handedOver(ctx context.Context, c *calls) (h core.Handle, pending int) {
 	p := l.p
-	granted, start := c.handovers(turn)
+	granted, start := c.handovers()
 	if len(granted) < p.quorum {
 		return nil, len(granted)
 	}
-	if time.Since(start) >= p.cfg.budget() {
+	deadline := start.Add(p.cfg.budget())
+	if time.Now().After(deadline) {
 		return nil, 0
 	}
-	token, err := p.fence(ctx, l.lock, granted)
-	if err != nil {
+	fctx, cancel := context.WithDeadline(ctx, deadline)
+	token, err := p.fence(fctx, l.lock, granted)
+	cancel()
+	if err != nil || ctx.Err() != nil || time.Now().After(deadline) {
 		return nil, 0
 	}
 	n := len(p.servers)

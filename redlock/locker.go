@@ -88,6 +88,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if l.lock.Kind == redisop.KindMutex {
 		heard = l.p.expectTurn(handoff)
 		defer heard.forget()
+		c.turn = heard
 	}
 	h, retryIn, err := l.try(ctx, c, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
@@ -118,7 +119,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	if f := onWait.Load(); f != nil {
 		(*f)(l.lock.Name, skip)
 	}
-	h, err = kit.Wait(ctx, b, wake, l.retry(c, heard, wait, ticket, skip, retryIn))
+	h, err = kit.Wait(ctx, b, wake, l.retry(c, wait, ticket, skip, retryIn))
 	if err != nil {
 		c.giveUp()
 		return nil, kit.Wrap(backend, "acquire", l.lock.Name, err)
@@ -184,7 +185,7 @@ type tally struct {
 	answered int
 	known    []bool   // the server's reply has arrived
 	mayHold  []bool   // the server granted, or failed after its call may have run
-	reached  []bool   // the server answered, busy or granted
+	reached  []bool   // the server answered, busy or granted, and is not young
 	counter  []uint64 // the name's counter in its answer (Result.Counter, or the token)
 }
 
@@ -198,7 +199,9 @@ func (t *tally) add(r reply[redisop.Result], late bool) {
 	t.answered++
 	t.known[r.i] = true
 	t.mayHold[r.i] = r.err != nil || r.v.Acquired
-	if r.err == nil {
+	if r.err == nil && r.v.Young == 0 {
+		// A young server's counter may be behind the tokens it handed
+		// out before it lost its data: no baseline for handovers.
 		t.reached[r.i], t.counter[r.i] = true, max(r.v.Counter, r.v.Token)
 	}
 	switch {

@@ -169,7 +169,7 @@ func acquireResult(cmd *redis.Cmd) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if len(v) != 2 && len(v) != 3 {
+	if len(v) < 2 || len(v) > 4 {
 		return Result{}, fmt.Errorf("redislock: unexpected acquire reply %v", v)
 	}
 	if v[0] == 1 {
@@ -180,8 +180,11 @@ func acquireResult(cmd *redis.Cmd) (Result, error) {
 		return r, nil
 	}
 	r := Result{RetryIn: time.Duration(v[1]) * time.Millisecond}
-	if len(v) == 3 {
+	if len(v) >= 3 {
 		r.Counter = uint64(v[2])
+	}
+	if len(v) == 4 {
+		r.Young = time.Duration(v[3]) * time.Millisecond
 	}
 	return r, nil
 }

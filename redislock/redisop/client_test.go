@@ -324,6 +324,7 @@ func testTicketRelease(t *testing.T, guard time.Duration) {
 	busy := acquire(first, early, time.Minute, 100)
 	require.False(t, busy.Acquired)
 	require.GreaterOrEqual(t, busy.Counter, held.Token, "the busy answer's counter")
+	assert.Equal(t, guard > 0, busy.Young > 0, "the busy answer says whether the server is young")
 
 	// One subscriber connection hears the messages in the order the server
 	// sent them: the sentinel published after the release comes after

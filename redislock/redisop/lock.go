@@ -90,6 +90,8 @@ type Result struct {
 	// Young, for Client.AcquireCounted with a guard, is how long this
 	// server's grants must not count yet: its data set was first seen less
 	// than the guard ago (it is new, or it restarted and lost its data).
+	// A mutex's busy answers carry it too: a young server's Counter may
+	// have been lost with its data, and be behind tokens it handed out.
 	// Zero otherwise.
 	Young time.Duration
 }

@@ -18,26 +18,29 @@
 -- every server has the same first waiter, and a free lock is granted only
 -- to the first live waiter (a waiting caller joins with its ticket first;
 -- a TryAcquire sends 0 and does not join). ARGV[4] is then the waiter's
--- inbox: a release (mutex_release.lua, ticket mode) hands nothing over
--- but wakes the first waiter on its inbox, and it takes the lock on every
--- server.
+-- inbox: a release (mutex_release.lua, ticket mode) hands the lock to the
+-- first waiter and announces it there (a young server only announces the
+-- turn, and the waiter takes the lock on every server).
 -- Returns {1, token} when granted, {0, holder's remaining ms} when held;
 -- with KEYS[6], a third element: when granted, the ms this server is still
 -- young; when held, the name's counter, below the token of every grant
--- made after this reply (a handover by a release in ticket order). A
+-- made after this reply (a handover by a release in ticket order), and a
+-- fourth: the ms this server is still young (its counter may have been
+-- lost with its data, and may be behind a handover's token). A
 -- waiting caller joins the FIFO queue, or refreshes its entry for wait ms;
 -- a release hands the lock to the first live waiter (mutex_release.lua).
-local function refuse(wait_ms)
-  local r = busy(wait_ms)
-  if KEYS[6] then
-    r[3] = tonumber(redis.call('GET', KEYS[5]) or '0')
-  end
-  return r
-end
 local us, ms = now()
 local left = 0
 if KEYS[6] then
   left = young(KEYS[6], ms, ARGV[5])
+end
+local function refuse(wait_ms)
+  local r = busy(wait_ms)
+  if KEYS[6] then
+    r[3] = tonumber(redis.call('GET', KEYS[5]) or '0')
+    r[4] = left
+  end
+  return r
 end
 local mine = ARGV[1] .. ':'
 local wait = tonumber(ARGV[3])

@@ -6,7 +6,8 @@
 -- round trip.
 -- KEYS[1] lock key, KEYS[2..4] wait queue (see lib.lua), KEYS[5]
 -- (optional) the name's durable counter: a handoff's token is also above
--- it, and raises it (replica acknowledgment, Client.WithReplicaAck)
+-- it, and raises it (replica acknowledgment, Client.WithReplicaAck, and
+-- RedLock's tickets below)
 -- ARGV[1] owner, ARGV[2] wake-up payload, ARGV[3] '1' when a waiter
 -- withdraws (leave the queue first), ARGV[4] the shared channel on which a
 -- release of an awaited lock that has nobody queued announces ARGV[2],
