@@ -75,15 +75,8 @@ func TestReleaseHandsOverToTheFirstWaiter(t *testing.T) {
 	clients := sharedClients(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name := uniqueName(t)
-	handedOver := make(chan string, 4)
-	restore := redlock.OnHandover(func(n string) { handedOver <- n })
-	defer restore()
-	holder := newProvider(t, clients)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	keys := grantKeys(t, clients, h)
-	got := waitFor(t, ctx, holder, newProvider(t, clients), name, true)
+	hc := startHandover(t, ctx, clients)
+	name, handedOver, h, keys, got := hc.name, hc.handedOver, hc.h, hc.keys, hc.got
 	require.NoError(t, h.Release(ctx))
 	var next core.Handle
 	select {
@@ -107,7 +100,7 @@ func TestReleaseHandsOverToTheFirstWaiter(t *testing.T) {
 		}
 	}
 	assert.GreaterOrEqual(t, held, 2, "the heir's grant on a majority")
-	_, err = newProvider(t, clients).Mutex(name).TryAcquire(ctx)
+	_, err := newProvider(t, clients).Mutex(name).TryAcquire(ctx)
 	require.ErrorIs(t, err, core.ErrNotAcquired)
 	require.NoError(t, next.Release(ctx))
 	other, err := newProvider(t, clients).Mutex(name).TryAcquire(ctx)
@@ -123,15 +116,8 @@ func TestHandoverByAMinority(t *testing.T) {
 	clients := sharedClients(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	name := uniqueName(t)
-	handedOver := make(chan string, 4)
-	restore := redlock.OnHandover(func(n string) { handedOver <- n })
-	defer restore()
-	holder := newProvider(t, clients)
-	h, err := holder.Mutex(name).TryAcquire(ctx)
-	require.NoError(t, err)
-	keys := grantKeys(t, clients, h)
-	got := waitFor(t, ctx, holder, newProvider(t, clients), name, true)
+	hc := startHandover(t, ctx, clients)
+	handedOver, h, keys, got := hc.handedOver, hc.h, hc.keys, hc.got
 	// A waiter ahead on two servers, whose handover lives 1 ms, lined up
 	// at once (a try drops a half-written entry).
 	q := strings.TrimSuffix(keys.lock, "mutex") + "mutex:q"
@@ -191,4 +177,29 @@ func waitFor(t *testing.T, ctx context.Context, holder, p *redlock.Provider, nam
 		t.Fatal("the waiter did not wait")
 	}
 	return got
+}
+
+// handoverCase is a lock held by h, with a waiter of another Provider
+// waiting for its turn (waitFor) whose handle got receives, and the lock
+// names sent to handedOver each time a waiter holds it from handovers.
+type handoverCase struct {
+	name       string
+	handedOver chan string
+	h          core.Handle
+	keys       lockKeys
+	got        <-chan core.Handle
+}
+
+func startHandover(t *testing.T, ctx context.Context, clients []redis.UniversalClient) handoverCase {
+	t.Helper()
+	hc := handoverCase{name: uniqueName(t), handedOver: make(chan string, 4)}
+	restore := redlock.OnHandover(func(n string) { hc.handedOver <- n })
+	t.Cleanup(restore)
+	holder := newProvider(t, clients)
+	var err error
+	hc.h, err = holder.Mutex(hc.name).TryAcquire(ctx)
+	require.NoError(t, err)
+	hc.keys = grantKeys(t, clients, hc.h)
+	hc.got = waitFor(t, ctx, holder, newProvider(t, clients), hc.name, true)
+	return hc
 }
