@@ -310,6 +310,10 @@ func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis
 	if c.tickets {
 		// A handover takes its token from the name's counter, as
 		// AcquireCounted does.
+		if k := c.prepared(g.Lock); k != nil && k.ticketRelease != nil {
+			return c.call(ctx, scriptMutexRelease, k.ticketRelease, g.Owner, k.wakeArg, withdraw, c.channelArg, 1,
+				c.guard.Milliseconds(), counterQuantum(c.guard))
+		}
 		keys := append(c.mutexKeys(g.Lock), c.counterKey(g.Lock), c.BootKey())
 		return scriptMutexRelease.Run(ctx, c.rdb, keys, g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), 1,
 			c.guard.Milliseconds(), counterQuantum(c.guard))
