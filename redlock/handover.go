@@ -134,9 +134,6 @@ func (l *locker) handedOver(ctx context.Context, c *calls) (h core.Handle, pendi
 		return nil, len(granted)
 	}
 	deadline := start.Add(p.cfg.budget())
-	if time.Now().After(deadline) {
-		return nil, 0
-	}
 	fctx, cancel := context.WithDeadline(ctx, deadline)
 	token, err := p.fence(fctx, l.lock, granted)
 	cancel()

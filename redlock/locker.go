@@ -84,11 +84,10 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	ticket := uint64(time.Now().UnixMicro())
 	c := newCalls(l.p, redisop.Grant{Lock: l.lock, Owner: owner}, true)
 	handoff := l.p.servers[0].client.HandoffKey(l.lock, owner)
-	var heard *turnHeard // a mutex waiter's: a release announces its turn
 	if l.lock.Kind == redisop.KindMutex {
-		heard = l.p.expectTurn(handoff)
-		defer heard.forget()
-		c.turn = heard
+		// A release hands a mutex waiter the lock, or announces its turn.
+		c.turn = l.p.expectTurn(handoff)
+		defer c.turn.forget()
 	}
 	h, retryIn, err := l.try(ctx, c, wait, ticket)
 	if err == nil || !errors.Is(err, core.ErrNotAcquired) || ctx.Err() != nil {
@@ -114,7 +113,7 @@ func (l *locker) Acquire(ctx context.Context) (core.Handle, error) {
 	b := l.p.cfg.backoff
 	skip := false
 	if l.lock.Kind == redisop.KindMutex {
-		b, skip = b.AtLeast(mutexPollMin), retryIn > 0 && heard.unheard(l.p)
+		b, skip = b.AtLeast(mutexPollMin), retryIn > 0 && c.turn.unheard(l.p)
 	}
 	if f := onWait.Load(); f != nil {
 		(*f)(l.lock.Name, skip)

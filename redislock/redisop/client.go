@@ -310,13 +310,12 @@ func (c *Client) mutexRelease(ctx context.Context, g Grant, withdraw int) *redis
 	if c.tickets {
 		// A handover takes its token from the name's counter, as
 		// AcquireCounted does.
+		args := []any{g.Owner, c.WakeKey(g.Lock), withdraw, c.channelArg, 1, c.guard.Milliseconds(), counterQuantum(c.guard)}
 		if k := c.prepared(g.Lock); k != nil && k.ticketRelease != nil {
-			return c.call(ctx, scriptMutexRelease, k.ticketRelease, g.Owner, k.wakeArg, withdraw, c.channelArg, 1,
-				c.guard.Milliseconds(), counterQuantum(c.guard))
+			return c.call(ctx, scriptMutexRelease, k.ticketRelease, args...)
 		}
 		keys := append(c.mutexKeys(g.Lock), c.counterKey(g.Lock), c.BootKey())
-		return scriptMutexRelease.Run(ctx, c.rdb, keys, g.Owner, c.WakeKey(g.Lock), withdraw, c.Channel(), 1,
-			c.guard.Milliseconds(), counterQuantum(c.guard))
+		return scriptMutexRelease.Run(ctx, c.rdb, keys, args...)
 	}
 	if c.ack.n > 0 {
 		return scriptMutexRelease.Run(ctx, c.rdb, c.withCounter(g.Lock, c.mutexKeys(g.Lock)),

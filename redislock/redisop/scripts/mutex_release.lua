@@ -39,47 +39,38 @@ if not heir then
   redis.call('PUBLISH', ARGV[4], ARGV[2])
   return 1
 end
-if ARGV[5] == '1' then
-  -- RedLock waiters in ticket order (mutex_acquire.lua): every server owes
-  -- the lock to the same first waiter, so each hands it to that one, with
-  -- a token from the name's counter, as an acquire would grant it; the
-  -- waiter holds the lock once a majority announced theirs. A server still
-  -- young (its grants must not count) or an entry without an inbox only
-  -- wakes the waiter, which then takes the lock on every server.
-  if channel == '' or not KEYS[6] or young(KEYS[6], ms, ARGV[6]) > 0 then
-    redis.call('DEL', KEYS[1])
-    if channel == '' then
-      channel = ARGV[4]
-    end
-    redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir)
-    return 1
-  end
-  dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
-  local tok = string.format('%.0f', bump(KEYS[5], us, ARGV[7]))
-  local val = heir .. ':' .. tok
-  if redis.call('EXISTS', KEYS[2]) == 1 then
-    val = val .. '+'
-  end
-  redis.call('SET', KEYS[1], val, 'PX', ttl)
-  redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir .. '#' .. tok)
-  return 1
-end
-if channel == '' then
+-- RedLock waiters in ticket order (ARGV[5], mutex_acquire.lua): every
+-- server owes the lock to the same first waiter, so each hands it to that
+-- one, with a token from the name's counter, as an acquire would grant it;
+-- the waiter holds the lock once a majority announced theirs. A server
+-- still young (its grants must not count) only wakes the waiter, which
+-- then takes the lock on every server; so does any release to an entry
+-- without an inbox, on the shared channel.
+local tickets = ARGV[5] == '1'
+if channel == '' or (tickets and (not KEYS[6] or young(KEYS[6], ms, ARGV[6]) > 0)) then
   redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[4], ARGV[2] .. '#' .. heir)
+  if channel == '' then
+    channel = ARGV[4]
+  end
+  redis.call('PUBLISH', channel, ARGV[2] .. '#' .. heir)
   return 1
 end
 dequeue(KEYS[2], KEYS[3], KEYS[4], heir)
-local last = last_token(string.sub(v, #mine + 1))
-if KEYS[5] then
-  last = math.max(last, tonumber(redis.call('GET', KEYS[5]) or '0'))
-end
-if last >= us then
-  us = last + 1
-end
-local tok = string.format('%.0f', us)
-if KEYS[5] then
-  redis.call('SET', KEYS[5], tok)
+local tok
+if tickets then
+  tok = string.format('%.0f', bump(KEYS[5], us, ARGV[7]))
+else
+  local last = last_token(string.sub(v, #mine + 1))
+  if KEYS[5] then
+    last = math.max(last, tonumber(redis.call('GET', KEYS[5]) or '0'))
+  end
+  if last >= us then
+    us = last + 1
+  end
+  tok = string.format('%.0f', us)
+  if KEYS[5] then
+    redis.call('SET', KEYS[5], tok)
+  end
 end
 local val = heir .. ':' .. tok
 if redis.call('EXISTS', KEYS[2]) == 1 then
