@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -265,4 +266,33 @@ func TestLineHolderReleaseFailed(t *testing.T) {
 	assert.Greater(t, waited, testTTL/2, "acquired before the holder's key expired")
 	require.NoError(t, wh.Release(ctx))
 	assert.Less(t, msgs, uint64(100), "the waiter sent %d messages in %v", msgs, waited)
+}
+
+// A waiter that its line sent to the key (told the key is free, or that
+// the holder it joined holds nothing) waits in no line until it joins one
+// again. When its try then joins no one (here: the key is held by an
+// older natslock, without a line), its next attempt asks the server
+// instead of waiting for a line that will not hand it the key, which left
+// it to its fallback retry (a minute here).
+func TestLineWaiterSentToTheKeyIsInNoLine(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	p := newProvider(t, WithBucket(lineBucket), WithTTL(lineTTL), WithBackoff(slowPoll))
+	name := lockName(t)
+	key := mutexKey(name)
+	w := &mutexWait{m: &mutex{p: p, name: name, key: key}, owner: newOwner()}
+	p.line.expect(key, w.owner)
+	// It joined a holder just now, whose hold then ended: "free".
+	w.sent, w.to, w.queued = []time.Time{time.Now()}, &value{ID: "a", Owner: newOwner()}, true
+	p.line.wake(w.owner, 0, "")
+	rev, err := p.kv.Create(ctx, key, value{ID: "old", Owner: newOwner()}.encode())
+	require.NoError(t, err)
+	_, retryIn, err := w.attempt(ctx)
+	require.ErrorIs(t, err, core.ErrNotAcquired)
+	assert.LessOrEqual(t, retryIn, kit.QueuedPollMin, "a holder without a line is polled")
+
+	require.NoError(t, p.kv.Delete(ctx, key, jetstream.LastRevision(rev)))
+	h, _, err := w.attempt(ctx)
+	require.NoError(t, err, "the waiter waited in a line it had left")
+	w.leave(h)
+	require.NoError(t, h.Release(ctx))
 }

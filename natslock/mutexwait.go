@@ -27,6 +27,7 @@ type mutexWait struct {
 	owner  string
 	sent   []time.Time // when join n (from 1) was sent
 	to     *value      // the holder it joined last
+	queued bool        // no word yet that the last join ended: we wait in its line
 	deaf   string      // a holder whose Provider no one hears: not joined again
 	unsure bool        // a write of ours may have landed unseen
 }
@@ -53,7 +54,13 @@ func (w *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 	case deaf != lastJoined && deaf != "":
 		w.deaf = deaf
 	}
-	if w.to != nil && !nudged && time.Since(w.sent[len(w.sent)-1]) < lineRecheck/2 {
+	if nudged {
+		// The line sent us to the key (it is free, the holder we joined
+		// holds nothing, or its Provider is gone): we wait in no line
+		// until we join one again.
+		w.queued = false
+	}
+	if w.queued && time.Since(w.sent[len(w.sent)-1]) < lineRecheck/2 {
 		// Joined just now, and nothing said the key is free: wait for
 		// the line rather than ask the server.
 		return nil, 0, kit.Wrap(backend, "acquire", m.name, kit.Busy("held by %s, in its line", w.to.ID))
@@ -98,7 +105,7 @@ func (w *mutexWait) attempt(ctx context.Context) (core.Handle, time.Duration, er
 func (w *mutexWait) join(v value) {
 	w.sent = append(w.sent, time.Now())
 	w.m.p.line.sendJoin(w.m.key, v, w.me(len(w.sent)))
-	w.to = &v
+	w.to, w.queued = &v, true
 }
 
 // handed makes the handle of a grant its line announced. Our trust window
