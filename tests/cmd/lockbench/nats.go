@@ -24,6 +24,7 @@ import (
 //     Create to take, Delete with the last revision to give back, and a
 //     waiting Acquire that retries Create every millisecond. No lease renewal
 //     (the bucket's TTL outlives a run).
+//   - "raw JetStream token": the server-side handover floor (jsToken).
 func natsCases() ([]benchCase, func(), error) {
 	url := os.Getenv("DISTLOCK_NATS_URL")
 	if url == "" {
@@ -57,6 +58,7 @@ func natsCases() ([]benchCase, func(), error) {
 	return []benchCase{
 		{Name: "natslock", New: func(name string) core.Locker { return p.Mutex(name) }},
 		{Name: "nats-kv-raw", New: func(name string) core.Locker { return rawKV{kv: kv, name: name, key: "raw." + kit.SafeName(name)} }},
+		{Name: "raw JetStream token", New: func(name string) core.Locker { return newJSToken(js, kv, name) }},
 	}, cleanup, nil
 }
 
