@@ -18,7 +18,7 @@ type lockKeys struct {
 	// For a mutex, the heads of its script calls and its WakeKey, boxed
 	// once (Client.call).
 	acquire, try, release, spare []any
-	ticketRelease                []any // release with the counter and boot keys (WithTicketInbox)
+	ticketRelease                []any // release with the counter and boot keys, for a Client WithTicketInbox
 	wakeArg                      any
 }
 
@@ -37,7 +37,9 @@ func (c *Client) Prepare(l Lock) Lock {
 		k.acquire = scriptMutexAcquire.head(k.mutex)
 		k.try = scriptMutexAcquire.head(k.mutex[:1])
 		k.release = scriptMutexRelease.head(k.mutex)
-		k.ticketRelease = scriptMutexRelease.head(append(k.mutex, c.counterKey(l), c.BootKey()))
+		if c.tickets {
+			k.ticketRelease = scriptMutexRelease.head(append(k.mutex, c.counterKey(l), c.BootKey()))
+		}
 		k.spare = scriptMutexSpare.head(k.mutex[:1])
 		k.wakeArg = k.wake
 	}
